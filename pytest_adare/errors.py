@@ -1,0 +1,102 @@
+"""The exceptions of pytest-adare (DESIGN §6).
+
+``AdareError`` is the root. Infrastructure errors (the VM or the agent broke) are
+kept apart from :class:`GuestCommandFailed`, which is the test's own assertion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def format_tail(lines: Sequence[str], title: str = "last console lines") -> str:
+    """Render a console/log tail for an error message."""
+    if not lines:
+        return f"({title}: none)"
+    body = "\n".join(f"  | {line}" for line in lines)
+    return f"{title}:\n{body}"
+
+
+class AdareError(Exception):
+    """Root of every error raised by pytest-adare."""
+
+
+class VMLaunchError(AdareError):
+    """QEMU could not be started or died during start-up."""
+
+    def __init__(self, message: str, *, exitcode: int | None, command: Sequence[str], output: str):
+        self.exitcode = exitcode
+        self.command = list(command)
+        self.output = output
+        super().__init__(
+            f"{message} (exit code {exitcode})\ncommand: {' '.join(self.command)}\n"
+            f"{format_tail(output.splitlines()[-20:], 'QEMU output')}"
+        )
+
+
+class VMTimeout(AdareError):
+    """A bounded wait ran out; says what was waited for, how long, and the console tail."""
+
+    def __init__(self, what: str, seconds: float, console_tail: Sequence[str] = ()):
+        self.what = what
+        self.seconds = seconds
+        self.console_tail = list(console_tail)
+        super().__init__(
+            f"timed out after {seconds:.1f} s waiting for {what}\n{format_tail(self.console_tail)}"
+        )
+
+
+class VMDied(AdareError):
+    """QEMU exited, or the guest shut down or panicked, while something waited on it."""
+
+    def __init__(self, reason: str, console_tail: Sequence[str] = ()):
+        self.reason = reason
+        self.console_tail = list(console_tail)
+        super().__init__(f"{reason}\n{format_tail(self.console_tail)}")
+
+
+class ImageError(AdareError):
+    """An image (manifest, disk, build) is missing, invalid or could not be built."""
+
+
+class QGAError(AdareError):
+    """The QEMU guest agent answered with an error or not at all."""
+
+
+class AgentUnreachable(AdareError):
+    """No connection to the agent; ``diagnosis`` says why in one sentence."""
+
+    def __init__(self, diagnosis: str, details: dict[str, Any] | None = None):
+        self.diagnosis = diagnosis
+        self.details = details or {}
+        super().__init__(diagnosis)
+
+
+class AgentDisconnected(AdareError):
+    """The agent connection dropped while calls were pending."""
+
+
+class ProtocolViolation(AdareError):
+    """The agent sent something that is not a valid protocol message."""
+
+
+class ToolError(AdareError):
+    """A tool call failed (protocol-level ``success=false`` or ``result.status == "error"``)."""
+
+    def __init__(self, tool: str, message: str, result: dict[str, Any] | None = None):
+        self.tool = tool
+        self.message = message
+        self.result = result
+        super().__init__(f"{tool}: {message}")
+
+
+class GuestCommandFailed(AdareError):
+    """Raised by ``ShellResult.check()`` when a guest command exits non-zero."""
+
+    def __init__(self, result: Any):
+        self.result = result
+        super().__init__(
+            f"guest command {result.command!r} exited with {result.returncode}\n"
+            f"stdout: {result.stdout[-2000:]!r}\nstderr: {result.stderr[-2000:]!r}"
+        )
