@@ -1,0 +1,1 @@
+"""DV serial frame codec (DESIGN §4): pure, sans-I/O."""
