@@ -1,0 +1,493 @@
+"""The agent server: tool registry, transport-independent sessions, WebSocket front end.
+
+A :class:`Session` is one connected client, whatever carries its bytes: the
+WebSocket handler and the serial transport both feed it text with
+:meth:`Session.handle_text` and give it a ``send`` coroutine for what goes
+back. Every tool call runs as its own task; results echo the call id; bad input
+gets an ``error`` event (or ``success=false`` when the id of a ``tool_call`` could
+be read) and the session stays usable. :meth:`Session.close` cancels the
+session's calls and kills their process groups.
+
+>>> server = AdareVMServer(load_config("/adare/run"))      # doctest: +SKIP
+>>> asyncio.run(server.serve())                             # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import importlib
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from http import HTTPStatus
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from adare_guest import __version__
+from adare_guest.config import AgentConfig
+from adare_guest.identity import agent_identity
+from adare_guest.protocol import (
+    MAX_HOST_MESSAGE,
+    Connect,
+    Event,
+    EventType,
+    Message,
+    MessageType,
+    Ping,
+    Pong,
+    ProtocolError,
+    ToolCall,
+    ToolResult,
+    encode_message,
+    parse_message,
+)
+from adare_guest.tools.base import (
+    AgentState,
+    BoundTool,
+    CallContext,
+    ParamError,
+    ToolGroup,
+    tool,
+)
+
+log = logging.getLogger("adare_guest.server")
+
+SendFunc = Callable[[str], Awaitable[None]]
+GroupFactory = Callable[[AgentConfig, AgentState], ToolGroup]
+
+WEBSOCKET_MAX_SIZE = 4 * MAX_HOST_MESSAGE
+"""Frames up to this size are read and answered with an error when > 16 MiB;
+larger ones make websockets close the connection (1009) before buffering them."""
+CLOSE_WAIT = 10.0
+"""Seconds :meth:`Session.close` waits for cancelled calls to finish."""
+
+
+_GROUP_MODULES = (
+    ("adare_guest.tools.system", "SystemTools"),
+    ("adare_guest.tools.files", "FileTools"),
+    ("adare_guest.tools.gui", "GuiTools"),
+    ("adare_guest.tools.testing", "TestTools"),
+)
+
+
+def default_groups() -> list[GroupFactory]:
+    """The four tool groups; a group whose module does not import is left out (logged)."""
+    groups: list[GroupFactory] = []
+    for module_name, class_name in _GROUP_MODULES:
+        try:
+            group = getattr(importlib.import_module(module_name), class_name)
+        except (ImportError, AttributeError) as exc:
+            log.warning("tool group %s.%s unavailable: %s", module_name, class_name, exc)
+            continue
+        groups.append(group)
+    return groups
+
+
+class ChainTools(ToolGroup):
+    """``chain_commands``: run several tool calls in order within one call."""
+
+    def __init__(self, config: AgentConfig, state: AgentState, server: AdareVMServer) -> None:
+        super().__init__(config, state)
+        self._server = server
+
+    @tool(timeout=600)
+    async def chain_commands(
+        self,
+        ctx: CallContext,
+        *,
+        commands: list[dict[str, Any]],
+        stop_on_error: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Run ``commands`` (``[{tool, params?, id?}]``) one after another.
+
+        Each step's events carry the chain's ``call_id``. A step fails when its
+        call fails (``success=false``) or its result says ``status == "error"``;
+        with ``stop_on_error`` the chain stops there.
+        """
+        results: list[dict[str, Any]] = []
+        failed = 0
+        for index, command in enumerate(commands):
+            step = await self._run_step(ctx, index, command)
+            results.append(step)
+            result = step.get("result")
+            ok = step["success"] and not (
+                isinstance(result, dict) and result.get("status") == "error"
+            )
+            failed += not ok
+            if not ok and stop_on_error:
+                break
+        return {
+            "status": "error" if failed else "success",
+            "message": f"{len(results) - failed} of {len(commands)} commands succeeded",
+            "results": results,
+        }
+
+    async def _run_step(
+        self, ctx: CallContext, index: int, command: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        step_id = command.get("id") if isinstance(command.get("id"), str) else str(index)
+        name = command.get("tool")
+        step: dict[str, Any] = {"id": step_id, "tool": name, "success": False, "result": None}
+        unknown = set(command) - {"tool", "params", "id"}
+        params = command.get("params", {})
+        bound = self._server.tools.get(name) if isinstance(name, str) else None
+        if unknown or not isinstance(params, dict):
+            step["error"] = f"step {index}: keys must be tool, params (object), id"
+        elif bound is None or name == "chain_commands":
+            step["error"] = f"step {index}: unknown or unchainable tool {name!r}"
+        else:
+            try:
+                checked = bound.validate(params)
+                budget, limit = bound.timeout_for(checked)
+                sub = ctx.derive(bound.name, min(budget, ctx.remaining()))
+                try:
+                    result = await asyncio.wait_for(bound.func(sub, **checked), limit)
+                finally:
+                    sub.kill_processes()
+                step.update(success=True, result=result, error=None)
+            except ParamError as exc:
+                step["error"] = str(exc)
+            except TimeoutError:
+                step["error"] = f"tool {name!r} timed out after {limit:g} s"
+            except Exception as exc:
+                step["error"] = f"{type(exc).__name__}: {exc}"
+        return step
+
+
+class AdareVMServer:
+    """The agent: a registry of tools from tool groups, sessions, and the WebSocket server.
+
+    ``groups`` are ToolGroup classes (or factories taking ``(config, state)``);
+    None means :func:`default_groups`. ``chain_commands`` is always present.
+    """
+
+    def __init__(self, config: AgentConfig, groups: Iterable[GroupFactory] | None = None) -> None:
+        self.config = config
+        self.state = AgentState()
+        self.tools: dict[str, BoundTool] = {}
+        self.sessions: set[Session] = set()
+        self.listening = False
+        self.listen_address: tuple[str, int] | None = None
+        self.last_error: str | None = None
+        self._server: Server | None = None
+        factories: list[GroupFactory] = list(default_groups() if groups is None else groups)
+        instances = [factory(config, self.state) for factory in factories]
+        instances.append(ChainTools(config, self.state, self))
+        for group in instances:
+            for name, bound in group.tools().items():
+                if name in self.tools:
+                    self.record_error(f"tool {name!r} is defined by two groups; keeping the first")
+                    continue
+                self.tools[name] = bound
+        self.state.tool_names = sorted(self.tools)
+
+    # ------------------------------------------------------------------ info
+    def server_info(self) -> dict[str, Any]:
+        """The ``server_info`` of the welcome event."""
+        host, port = self.listen_address or (self.config.host, self.config.port)
+        return {
+            "host": host,
+            "port": port,
+            "available_tools": sorted(self.tools),
+            "version": __version__,
+            "platform": sys.platform,
+        }
+
+    def identity(self) -> dict[str, Any]:
+        """The ``client_info`` of our ``connect`` answer."""
+        info = dict(agent_identity())
+        info["tools"] = sorted(self.tools)
+        info["name"] = "adare_guest"
+        return info
+
+    def health(self) -> dict[str, Any]:
+        """A small health report (serial ``ping`` answer): fits in one 1024-byte frame."""
+        host, port = self.listen_address or (self.config.host, self.config.port)
+        last_error = self.last_error
+        if last_error is not None and len(last_error) > 300:
+            last_error = last_error[:297] + "..."
+        return {
+            "version": __version__,
+            "listen": f"{host}:{port}",
+            "listening": self.listening,
+            "uptime": round(self.state.uptime(), 3),
+            "sessions": len(self.sessions),
+            "last_error": last_error,
+        }
+
+    def record_error(self, message: str) -> None:
+        """Remember ``message`` as the last error (reported by :meth:`health`)."""
+        self.last_error = message
+        log.error("%s", message)
+
+    # ------------------------------------------------------------------ sessions
+    def open_session(self, send: SendFunc, peer: str) -> Session:
+        """A new session for a client reachable through ``send``; sends the welcome event."""
+        session = Session(self, send, peer)
+        self.sessions.add(session)
+        return session
+
+    # ------------------------------------------------------------------ WebSocket
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        token = self.config.token
+        if not token:
+            return None
+        supplied = request.headers.get("Authorization", "")
+        expected = f"Bearer {token}"
+        if hmac.compare_digest(supplied.encode(), expected.encode()):
+            return None
+        log.warning("rejected connection from %s: bad or missing token", _peer(connection))
+        response = connection.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token\n")
+        response.headers["WWW-Authenticate"] = "Bearer"
+        return response
+
+    async def _handle_connection(self, connection: ServerConnection) -> None:
+        peer = _peer(connection)
+        log.info("client connected: %s", peer)
+        session = self.open_session(connection.send, peer)
+        try:
+            async for message in connection:
+                await session.handle_text(message)
+        except ConnectionClosed:
+            pass
+        finally:
+            await session.close()
+            log.info("client disconnected: %s", peer)
+
+    async def start(self) -> tuple[str, int]:
+        """Bind the WebSocket server; return the bound (host, port).
+
+        :raise OSError: the address cannot be bound (also kept as ``last_error``).
+        """
+        try:
+            self._server = await serve(
+                self._handle_connection,
+                self.config.host,
+                self.config.port,
+                process_request=self._process_request,
+                max_size=WEBSOCKET_MAX_SIZE,
+                compression=None,
+                ping_interval=20,
+                ping_timeout=20,
+            )
+        except OSError as exc:
+            self.record_error(f"cannot listen on {self.config.host}:{self.config.port}: {exc}")
+            raise
+        sockname = next(iter(self._server.sockets)).getsockname()
+        self.listen_address = (self.config.host, int(sockname[1]))
+        self.listening = True
+        log.info("listening on %s:%d", *self.listen_address)
+        return self.listen_address
+
+    async def stop(self) -> None:
+        """Stop listening and close every session."""
+        server, self._server = self._server, None
+        self.listening = False
+        if server is not None:
+            server.close()
+            await asyncio.wait_for(server.wait_closed(), CLOSE_WAIT + 5)
+        for session in list(self.sessions):
+            await session.close()
+
+    async def serve(self, *, retry_bind: float | None = None) -> None:
+        """Listen until cancelled. With ``retry_bind`` (seconds), a failed bind is retried
+        at that interval instead of raising (the serial link keeps working meanwhile)."""
+        while True:
+            try:
+                await self.start()
+                break
+            except OSError:
+                if retry_bind is None:
+                    raise
+                await asyncio.sleep(retry_bind)
+        try:
+            assert self._server is not None
+            await self._server.serve_forever()
+        finally:
+            await self.stop()
+
+
+def _peer(connection: ServerConnection) -> str:
+    address = connection.remote_address
+    if isinstance(address, tuple) and len(address) >= 2:
+        return f"{address[0]}:{address[1]}"
+    return str(address)
+
+
+class Session:
+    """One client: parses its messages, runs its calls, sends answers through ``send``."""
+
+    def __init__(self, server: AdareVMServer, send: SendFunc, peer: str) -> None:
+        self.server = server
+        self.peer = peer
+        self.closed = False
+        self._send_raw = send
+        self._send_lock = asyncio.Lock()
+        self._calls: dict[str, tuple[asyncio.Task[None], CallContext]] = {}
+        self._welcome: str | None = encode_message(
+            Event(
+                EventType.LOG,
+                {"message": "Connected to AdareVM server", "server_info": server.server_info()},
+            )
+        )
+        self._welcome_task = asyncio.get_running_loop().create_task(self._send_text(None))
+
+    @property
+    def running_calls(self) -> list[str]:
+        """Ids of the calls still running."""
+        return list(self._calls)
+
+    async def _send_text(self, text: str | None) -> None:
+        async with self._send_lock:
+            if self.closed:
+                return
+            try:
+                if self._welcome is not None:
+                    welcome, self._welcome = self._welcome, None
+                    await self._send_raw(welcome)
+                if text is not None:
+                    await self._send_raw(text)
+            except ConnectionClosed:
+                self.closed = True
+            except Exception as exc:
+                self.server.record_error(f"send to {self.peer} failed: {exc}")
+
+    async def send(self, msg: Message) -> None:
+        """Encode and send ``msg`` (dropped silently once the session is closed)."""
+        try:
+            text = encode_message(msg)
+        except (TypeError, ValueError) as exc:
+            if not isinstance(msg, ToolResult):
+                raise
+            text = encode_message(
+                ToolResult(msg.id, False, None, f"result is not JSON-serialisable: {exc}")
+            )
+        await self._send_text(text)
+
+    async def handle_text(self, text: str | bytes) -> None:
+        """Handle one incoming message; never raises for bad input."""
+        if self.closed:
+            return
+        try:
+            msg = parse_message(text, max_size=MAX_HOST_MESSAGE)
+        except ProtocolError as exc:
+            await self._reject(exc)
+            return
+        if isinstance(msg, ToolCall):
+            await self._start_call(msg)
+        elif isinstance(msg, Ping):
+            await self.send(Pong(id=msg.id))
+        elif isinstance(msg, Connect):
+            await self.send(Connect(self.server.identity(), id=msg.id))
+        elif isinstance(msg, Pong):
+            return
+        else:
+            await self.send(
+                Event(
+                    EventType.ERROR,
+                    {
+                        "message": f"unexpected {msg.type.value} message from the client",
+                        "id": msg.id,
+                    },
+                )
+            )
+
+    async def _reject(self, exc: ProtocolError) -> None:
+        log.warning("bad message from %s: %s", self.peer, exc.reason)
+        if exc.message_type == MessageType.TOOL_CALL.value and exc.message_id:
+            await self.send(ToolResult(exc.message_id, False, None, exc.reason))
+        else:
+            await self.send(Event(EventType.ERROR, {"message": exc.reason, "id": exc.message_id}))
+
+    async def _start_call(self, call: ToolCall) -> None:
+        bound = self.server.tools.get(call.tool)
+        if bound is None:
+            await self.send(ToolResult(call.id, False, None, f"unknown tool {call.tool!r}"))
+            return
+        if call.id in self._calls:
+            await self.send(
+                ToolResult(call.id, False, None, f"a call with id {call.id!r} is still running")
+            )
+            return
+        try:
+            params = bound.validate(call.params)
+        except ParamError as exc:
+            await self.send(ToolResult(call.id, False, None, str(exc)))
+            return
+        budget, limit = bound.timeout_for(params)
+        ctx = CallContext(
+            call_id=call.id,
+            tool=bound.name,
+            timeout=budget,
+            config=self.server.config,
+            state=self.server.state,
+            emit=self.send,
+            loop=asyncio.get_running_loop(),
+        )
+        task = asyncio.get_running_loop().create_task(
+            self._run_call(call, bound, params, ctx, limit)
+        )
+        self._calls[call.id] = (task, ctx)
+        task.add_done_callback(lambda _t: self._calls.pop(call.id, None))
+
+    async def _run_call(
+        self,
+        call: ToolCall,
+        bound: BoundTool,
+        params: dict[str, Any],
+        ctx: CallContext,
+        limit: float,
+    ) -> None:
+        started = time.monotonic()
+        log.info("call %s %s params=%s", call.id, bound.name, sorted(params))
+        try:
+            result = await asyncio.wait_for(bound.func(ctx, **params), limit)
+        except TimeoutError:
+            ctx.kill_processes()
+            reply = ToolResult(
+                call.id, False, None, f"tool {bound.name!r} timed out after {limit:g} s"
+            )
+        except asyncio.CancelledError:
+            ctx.kill_processes()
+            raise
+        except Exception as exc:
+            ctx.cancelled.set()
+            log.exception("tool %s crashed", bound.name)
+            self.server.last_error = f"tool {bound.name} crashed: {type(exc).__name__}: {exc}"
+            reply = ToolResult(call.id, False, None, f"{type(exc).__name__}: {exc}")
+        else:
+            if isinstance(result, dict):
+                reply = ToolResult(call.id, True, result, None)
+            else:
+                reply = ToolResult(
+                    call.id, False, None, f"tool {bound.name!r} returned {type(result).__name__}"
+                )
+        log.info(
+            "done %s %s success=%s in %.3f s",
+            call.id,
+            bound.name,
+            reply.success,
+            time.monotonic() - started,
+        )
+        await self.send(reply)
+
+    async def close(self) -> None:
+        """Cancel running calls, kill their processes, stop sending. Idempotent."""
+        self.closed = True
+        self.server.sessions.discard(self)
+        self._welcome_task.cancel()
+        calls = list(self._calls.values())
+        for task, ctx in calls:
+            ctx.kill_processes()
+            task.cancel()
+        tasks = [task for task, _ in calls]
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=CLOSE_WAIT)
+            if pending:
+                log.warning("%d calls did not stop within %.0f s", len(pending), CLOSE_WAIT)

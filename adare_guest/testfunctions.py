@@ -1,0 +1,500 @@
+"""Test functions: small checks that run inside the guest and report a verdict.
+
+A *collection* is a directory ``D`` holding ``D/D.py``; every function in it
+decorated with :func:`testfunction` is a test named ``D.<name>``::
+
+    # checks/checks.py
+    from adare_guest.testfunctions import TestContext, testfunction
+
+    @testfunction(description="the report was written")
+    def report_written(ctx: TestContext, path: str) -> str:
+        ctx.fail_if(not os.path.exists(path), f"{path} is missing")
+        ctx.warn_if(os.path.getsize(path) == 0, f"{path} is empty")
+        return f"{path} exists"
+
+Verdicts (:class:`TestStatus`): ``ctx.fail_if`` → FAILED, ``ctx.error_if`` →
+ERROR (the check could not be made), ``ctx.warn_if`` → WARNING (the test goes
+on), a plain ``assert`` → FAILED, any other exception → ERROR with the
+traceback. Otherwise SUCCESS, and the return value (``None``, a ``str`` or a
+list) becomes the details.
+
+Collections are loaded from their files without touching ``sys.modules`` or
+``sys.path``: each load is a fresh module object with a unique name, so a
+re-uploaded collection never sees a stale copy of itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import importlib.util
+import inspect
+import itertools
+import pkgutil
+import threading
+import traceback
+import types
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar, overload
+
+__all__ = [
+    "DEFAULT_TEST_TIMEOUT",
+    "STOCK_COLLECTION",
+    "Collection",
+    "TestContext",
+    "TestFunction",
+    "TestFunctionLibrary",
+    "TestResult",
+    "TestStatus",
+    "UnknownTestFunction",
+    "arun_test_function",
+    "load_collection",
+    "run_test_function",
+    "testfunction",
+]
+
+DEFAULT_TEST_TIMEOUT = 300.0
+"""Seconds a test function may run when neither the call nor the decorator says."""
+
+STOCK_COLLECTION = "standard"
+"""Name of the collection shipped inside ``adare_guest`` (``adare_guest/stock``)."""
+
+_MARK = "__adare_testfunction__"
+_module_serial = itertools.count(1)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class TestStatus(str, enum.Enum):
+    """Verdict of one test function run (the wire value is the member name)."""
+
+    __test__ = False  # not a pytest test class
+
+    SUCCESS = "SUCCESS"
+    FAILED = "FAILED"
+    ERROR = "ERROR"
+    WARNING = "WARNING"
+    UNKNOWN = "UNKNOWN"
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """``{status, details}`` as carried in ``run_test``'s ``result``."""
+
+    __test__ = False
+
+    status: TestStatus
+    details: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire form: ``{"status": "SUCCESS", "details": [...]}``."""
+        return {"status": self.status.value, "details": list(self.details)}
+
+
+class _Verdict(Exception):
+    """Raised by :class:`TestContext` checks to end a test with a verdict."""
+
+    def __init__(self, status: TestStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class UnknownTestFunction(LookupError):
+    """No test function of that name in the library (the message lists what exists)."""
+
+
+class TestContext:
+    """What a test function receives as ``ctx``.
+
+    ``params`` are the call's parameters (also passed as keyword arguments),
+    ``variables`` the agent's variables (``set_variables``), read-only.
+    """
+
+    __test__ = False
+
+    def __init__(
+        self,
+        name: str,
+        params: Mapping[str, Any] | None = None,
+        variables: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.params: Mapping[str, Any] = types.MappingProxyType(dict(params or {}))
+        self.variables: Mapping[str, Any] = types.MappingProxyType(dict(variables or {}))
+        self.cancelled = threading.Event()
+        """Set when the run timed out; long sync tests may poll it and stop."""
+        self._notes: list[str] = []
+        self._warned = False
+
+    def fail_if(self, condition: object, message: str) -> None:
+        """End the test as FAILED with ``message`` when ``condition`` is true."""
+        if condition:
+            raise _Verdict(TestStatus.FAILED, message)
+
+    def error_if(self, condition: object, message: str) -> None:
+        """End the test as ERROR (could not check) with ``message`` when ``condition`` is true."""
+        if condition:
+            raise _Verdict(TestStatus.ERROR, message)
+
+    def warn_if(self, condition: object, message: str) -> None:
+        """Record a warning when ``condition`` is true; the test goes on and ends as WARNING."""
+        if condition:
+            self._warned = True
+            self._notes.append(f"WARNING: {message}")
+
+    def fail(self, message: str) -> NoReturn:
+        """End the test as FAILED."""
+        raise _Verdict(TestStatus.FAILED, message)
+
+    def log(self, message: str) -> None:
+        """Add a line to the details, whatever the verdict."""
+        self._notes.append(str(message))
+
+    def variable(self, name: str, default: Any = None) -> Any:
+        """One variable set by ``set_variables`` (``default`` when unset)."""
+        return self.variables.get(name, default)
+
+    def _finish(self, status: TestStatus, details: list[str]) -> TestResult:
+        if status is TestStatus.SUCCESS and self._warned:
+            status = TestStatus.WARNING
+        return TestResult(status, [*self._notes, *details])
+
+
+@dataclass(frozen=True)
+class TestFunction:
+    """A decorated function with its registered name."""
+
+    __test__ = False
+
+    name: str
+    description: str
+    func: Callable[..., Any]
+    timeout: float | None = None
+
+    @property
+    def is_async(self) -> bool:
+        """True for ``async def`` test functions (they are awaited)."""
+        return inspect.iscoroutinefunction(self.func)
+
+
+@overload
+def testfunction(__func: F) -> F: ...
+@overload
+def testfunction(
+    *, name: str | None = None, description: str = "", timeout: float | None = None
+) -> Callable[[F], F]: ...
+
+
+def testfunction(
+    __func: F | None = None,
+    *,
+    name: str | None = None,
+    description: str = "",
+    timeout: float | None = None,
+) -> F | Callable[[F], F]:
+    """Mark ``def f(ctx, **params)`` (sync or async) as a test function.
+
+    ``name`` defaults to the function's name, ``description`` to its
+    docstring's first line, ``timeout`` (seconds) applies when the call gives
+    none. Usable bare (``@testfunction``) or with arguments. The function is
+    returned unchanged, so it stays callable directly.
+    """
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"testfunction timeout must be > 0, got {timeout!r}")
+
+    def mark(func: F) -> F:
+        if not callable(func):
+            raise TypeError(f"@testfunction needs a function, got {type(func).__name__}")
+        doc = (inspect.getdoc(func) or "").strip().splitlines()
+        info = TestFunction(
+            name=name or func.__name__,
+            description=description or (doc[0] if doc else ""),
+            func=func,
+            timeout=timeout,
+        )
+        setattr(func, _MARK, info)
+        return func
+
+    return mark(__func) if __func is not None else mark
+
+
+@dataclass
+class Collection:
+    """One loaded collection: its test functions by short name, or why it failed to load."""
+
+    name: str
+    origin: str
+    functions: dict[str, TestFunction] = field(default_factory=dict)
+    load_error: str | None = None
+
+
+def _collect(name: str, origin: str, module: types.ModuleType) -> Collection:
+    functions: dict[str, TestFunction] = {}
+    for value in vars(module).values():
+        info = getattr(value, _MARK, None)
+        if isinstance(info, TestFunction):
+            functions[info.name] = info
+    return Collection(name, origin, functions)
+
+
+def _fresh_module_name(collection: str) -> str:
+    return f"adare_testfunctions_{collection}_{next(_module_serial)}"
+
+
+def load_collection(directory: Path) -> Collection:
+    """Load collection ``directory.name`` from ``directory/<name>.py``.
+
+    Never raises for a broken collection: the traceback lands in
+    ``load_error`` and every test in it then reports ERROR with it.
+    """
+    name = directory.name
+    path = directory / f"{name}.py"
+    origin = str(path)
+    try:
+        spec = importlib.util.spec_from_file_location(_fresh_module_name(name), path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except BaseException as exc:  # a collection may raise anything, even SystemExit
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return Collection(name, origin, load_error=_format_exception(exc))
+    return _collect(name, origin, module)
+
+
+def _load_stock() -> Collection:
+    """The stock collection, from disk or from inside the agent's zip bundle."""
+    on_disk = Path(__file__).with_name("stock") / STOCK_COLLECTION
+    if (on_disk / f"{STOCK_COLLECTION}.py").is_file():
+        return load_collection(on_disk)
+    origin = f"adare_guest/stock/{STOCK_COLLECTION}/{STOCK_COLLECTION}.py"
+    try:
+        source = pkgutil.get_data("adare_guest.stock", f"{STOCK_COLLECTION}/{STOCK_COLLECTION}.py")
+        if source is None:
+            raise ImportError(f"{origin} not found in the agent bundle")
+        module = types.ModuleType(_fresh_module_name(STOCK_COLLECTION))
+        module.__file__ = origin
+        exec(compile(source, origin, "exec"), module.__dict__)
+    except Exception as exc:
+        return Collection(STOCK_COLLECTION, origin, load_error=_format_exception(exc))
+    return _collect(STOCK_COLLECTION, origin, module)
+
+
+def _is_collection_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink() and (path / f"{path.name}.py").is_file()
+
+
+class TestFunctionLibrary:
+    """Test functions by ``collection.name``: the stock collection plus one upload root.
+
+    Collections load lazily on first use and stay cached (in ``cache``, e.g. the
+    agent state's dict) until :meth:`set_root` or :meth:`invalidate`; one that
+    failed to load is retried on the next lookup. An uploaded collection named
+    like the stock one shadows it.
+    """
+
+    __test__ = False
+
+    def __init__(
+        self,
+        root: Path | None = None,
+        *,
+        include_stock: bool = True,
+        cache: dict[str, Any] | None = None,
+    ) -> None:
+        self._root = root
+        self._include_stock = include_stock
+        self._cache: dict[str, Any] = {} if cache is None else cache
+        self._lock = threading.Lock()
+
+    @property
+    def root(self) -> Path | None:
+        """Directory whose subdirectories are the uploaded collections."""
+        return self._root
+
+    def set_root(self, root: Path | None) -> None:
+        """Switch to another upload root and forget every loaded collection."""
+        with self._lock:
+            self._root = root
+            self._cache.clear()
+
+    def invalidate(self) -> None:
+        """Forget loaded collections; the next lookup reloads from disk."""
+        with self._lock:
+            self._cache.clear()
+
+    def collection_names(self) -> list[str]:
+        """Names of the collections available now, sorted."""
+        names = {STOCK_COLLECTION} if self._include_stock else set()
+        if self._root is not None and self._root.is_dir():
+            names.update(p.name for p in self._root.iterdir() if _is_collection_dir(p))
+        return sorted(names)
+
+    def collection(self, name: str) -> Collection:
+        """Load (or take from the cache) collection ``name``.
+
+        :raise UnknownTestFunction: no collection of that name.
+        """
+        with self._lock:
+            cached = self._cache.get(name)
+            if isinstance(cached, Collection):
+                return cached
+            directory = self._root / name if self._root is not None else None
+            if directory is not None and _is_collection_dir(directory):
+                loaded = load_collection(directory)
+            elif name == STOCK_COLLECTION and self._include_stock:
+                loaded = _load_stock()
+            else:
+                raise UnknownTestFunction(
+                    f"no test collection {name!r}; available: {self.collection_names()}"
+                )
+            if loaded.load_error is None:  # a broken one retries (e.g. after installing a dep)
+                self._cache[name] = loaded
+            return loaded
+
+    def resolve(self, test_name: str) -> tuple[Collection, TestFunction | None]:
+        """Find ``collection.name``; the function is None when the collection failed to load.
+
+        :raise UnknownTestFunction: malformed name, unknown collection or function.
+        """
+        collection_name, dot, function_name = test_name.partition(".")
+        if not dot or not collection_name or not function_name:
+            raise UnknownTestFunction(
+                f"test name {test_name!r} must be 'collection.name' "
+                f"(collections: {self.collection_names()})"
+            )
+        collection = self.collection(collection_name)
+        if collection.load_error is not None:
+            return collection, None
+        function = collection.functions.get(function_name)
+        if function is None:
+            raise UnknownTestFunction(
+                f"no test function {function_name!r} in collection {collection_name!r}; "
+                f"available: {sorted(collection.functions)}"
+            )
+        return collection, function
+
+    def names(self) -> Iterator[str]:
+        """Every ``collection.name`` that loads (loads all collections)."""
+        for collection_name in self.collection_names():
+            for function_name in sorted(self.collection(collection_name).functions):
+                yield f"{collection_name}.{function_name}"
+
+
+def _format_exception(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
+
+
+def _details_from_return(value: object) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [item if isinstance(item, str) else repr(item) for item in value]
+    raise TypeError(
+        f"test function returned {type(value).__name__}; expected None, a str or a list of str"
+    )
+
+
+def _bind(function: TestFunction, ctx: TestContext, params: Mapping[str, Any]) -> None:
+    try:
+        inspect.signature(function.func).bind(ctx, **params)
+    except TypeError as exc:
+        raise _Verdict(
+            TestStatus.ERROR, f"bad parameters for test function {ctx.name}: {exc}"
+        ) from None
+
+
+def _execute(function: TestFunction, ctx: TestContext, timeout: float | None) -> TestResult:
+    """Run one test function in the calling thread and turn its outcome into a result."""
+    try:
+        _bind(function, ctx, ctx.params)
+        if function.is_async:
+            coroutine = function.func(ctx, **ctx.params)
+            value = asyncio.run(asyncio.wait_for(coroutine, timeout))
+        else:
+            value = function.func(ctx, **ctx.params)
+        return ctx._finish(TestStatus.SUCCESS, _details_from_return(value))
+    except _Verdict as verdict:
+        return ctx._finish(verdict.status, [verdict.message])
+    except asyncio.TimeoutError:
+        return ctx._finish(TestStatus.ERROR, [_timeout_message(ctx.name, timeout)])
+    except AssertionError as exc:
+        message = str(exc) or "assertion failed"
+        return ctx._finish(TestStatus.FAILED, [message, _format_exception(exc)])
+    except BaseException as exc:  # the verdict must be reported, whatever the test raised
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return ctx._finish(
+            TestStatus.ERROR, [f"{type(exc).__name__}: {exc}", _format_exception(exc)]
+        )
+
+
+def _timeout_message(name: str, timeout: float | None) -> str:
+    return f"test function {name} did not finish within {timeout} s"
+
+
+def _effective_timeout(function: TestFunction, timeout: float | None) -> float:
+    if timeout is not None:
+        return timeout
+    return function.timeout if function.timeout is not None else DEFAULT_TEST_TIMEOUT
+
+
+def run_test_function(
+    function: TestFunction,
+    params: Mapping[str, Any] | None = None,
+    variables: Mapping[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    timeout: float | None = None,
+) -> TestResult:
+    """Run ``function`` in a fresh worker thread and wait at most ``timeout`` seconds.
+
+    ``timeout`` defaults to the decorator's, then :data:`DEFAULT_TEST_TIMEOUT`.
+    An async test is cancelled at its timeout; a sync one cannot be killed, so
+    it is left running in its daemon thread with ``ctx.cancelled`` set and the
+    result says ERROR (timed out).
+    """
+    return asyncio.run(arun_test_function(function, params, variables, name=name, timeout=timeout))
+
+
+async def arun_test_function(
+    function: TestFunction,
+    params: Mapping[str, Any] | None = None,
+    variables: Mapping[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    timeout: float | None = None,
+) -> TestResult:
+    """:func:`run_test_function` for asyncio callers: waits without blocking the loop."""
+    ctx = TestContext(name or function.name, params, variables)
+    limit = _effective_timeout(function, timeout)
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[TestResult] = loop.create_future()
+
+    def deliver(result: TestResult) -> None:
+        if not done.done():
+            done.set_result(result)
+
+    def work() -> None:
+        result = _execute(function, ctx, limit)
+        try:
+            loop.call_soon_threadsafe(deliver, result)
+        except RuntimeError:  # the loop closed while the test ran: nobody waits any more
+            pass
+
+    threading.Thread(target=work, name=f"testfunction-{ctx.name}", daemon=True).start()
+    grace = 1.0 if function.is_async else 0.0
+    try:
+        return await asyncio.wait_for(asyncio.shield(done), limit + grace)
+    except asyncio.TimeoutError:
+        ctx.cancelled.set()
+        return TestResult(TestStatus.ERROR, [_timeout_message(ctx.name, limit)])
+    except asyncio.CancelledError:
+        ctx.cancelled.set()
+        raise

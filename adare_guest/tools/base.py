@@ -1,0 +1,436 @@
+"""How tool groups plug into the server: ``@tool``, :class:`ToolGroup`, :class:`CallContext`.
+
+A tool is an ``async`` method of a :class:`ToolGroup` subclass, decorated with
+:func:`tool`, taking a :class:`CallContext` and keyword-only parameters::
+
+    class ClockTools(ToolGroup):
+        @tool(timeout=5)
+        async def get_timestamp(self, ctx: CallContext, *, use_local: bool = False) -> dict:
+            return {"status": "success", "timestamp": time.time()}
+
+The server validates the call's ``params`` against the signature and its
+annotations before the tool runs: unknown, missing or wrongly typed params give
+a ``success=false`` result naming the param. A tool returns the ``result`` dict
+(``{"status": "success"|"error", "message": ..., ...}``); raising an exception
+gives ``success=false`` with the exception text.
+
+Timeouts: every tool has a budget, ``ctx.timeout``: the ``@tool(timeout=...)``
+default, or the caller's ``timeout`` param when the tool declares one. The server
+cancels the call (and kills its processes) :data:`TIMEOUT_GRACE` seconds after
+the budget, so a tool that watches its budget can report its own timeout
+(e.g. with partial output) first.
+
+Blocking work goes to a thread with :meth:`CallContext.run_in_thread`; the thread
+should poll :attr:`CallContext.cancelled` to stop early when the call is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import types
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar, Union
+
+from adare_guest.config import AgentConfig
+from adare_guest.protocol import Event, EventType
+
+TIMEOUT_GRACE = 5.0
+"""Seconds the server waits beyond a caller-given ``timeout`` before cancelling."""
+
+T = TypeVar("T")
+ToolFunc = Callable[..., Awaitable[dict[str, Any]]]
+EmitFunc = Callable[[Event], Awaitable[None]]
+Process = subprocess.Popen[Any] | asyncio.subprocess.Process
+
+
+@dataclass
+class AgentState:
+    """Mutable state shared by all sessions and tool groups of one agent process."""
+
+    started_at: float = field(default_factory=time.time)
+    started_monotonic: float = field(default_factory=time.monotonic)
+    variables: dict[str, Any] = field(default_factory=dict)
+    """Set by ``set_variables``; visible to test functions."""
+    testfunctions_dir: str | None = None
+    """Where the last ``upload_testfunctions`` extracted its archive."""
+    testfunction_cache: dict[str, Any] = field(default_factory=dict)
+    """Loaded test functions; cleared on re-upload."""
+    screenshot_use_maim: bool = False
+    """Set by ``set_screenshot_method``."""
+    tool_names: list[str] = field(default_factory=list)
+    """Every tool the server offers (filled in by the server)."""
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Guards the fields above when worker threads touch them."""
+
+    def uptime(self) -> float:
+        """Seconds since the agent started."""
+        return time.monotonic() - self.started_monotonic
+
+
+class ParamError(ValueError):
+    """The params of a tool call do not fit the tool's signature."""
+
+
+def kill_process_tree(proc: Process) -> None:
+    """Kill ``proc`` and its process group (it must have been started in a new session).
+
+    Safe to call on a process that already exited.
+    """
+    if proc.returncode is not None:
+        return
+    if sys.platform == "win32":
+        try:
+            subprocess.run(
+                ["taskkill", "/F", "/T", "/PID", str(proc.pid)],
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+
+
+class CallContext:
+    """What a running tool knows about its call; one per tool call."""
+
+    def __init__(
+        self,
+        *,
+        call_id: str,
+        tool: str,
+        timeout: float,
+        config: AgentConfig,
+        state: AgentState,
+        emit: EmitFunc | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self.call_id = call_id
+        self.tool = tool
+        self.timeout = timeout
+        """Seconds this call may run (the tool's own budget)."""
+        self.config = config
+        self.state = state
+        self.cancelled = threading.Event()
+        """Set when the call is cancelled (client gone, server timeout); threads poll it."""
+        self.deadline = time.monotonic() + timeout
+        self._emit = emit
+        self._loop = loop
+        self._processes: list[Process] = []
+        self._lock = threading.Lock()
+
+    def _event(self, event_type: EventType | str, data: Mapping[str, Any]) -> Event:
+        payload = dict(data)
+        payload["call_id"] = self.call_id
+        return Event(EventType(event_type), payload)
+
+    async def emit(self, event_type: EventType | str, data: Mapping[str, Any]) -> None:
+        """Send an event tagged with ``data.call_id``.
+
+        :raise ValueError: ``event_type`` is not one of DESIGN §3's event types.
+        """
+        event = self._event(event_type, data)
+        if self._emit is not None:
+            await self._emit(event)
+
+    def emit_threadsafe(self, event_type: EventType | str, data: Mapping[str, Any]) -> None:
+        """Like :meth:`emit`, callable from a worker thread (fire and forget)."""
+        event = self._event(event_type, data)
+        if self._emit is None or self._loop is None or self._loop.is_closed():
+            return
+        send = self._emit
+        asyncio.run_coroutine_threadsafe(_send(send, event), self._loop)
+
+    def track_process(self, proc: Process) -> None:
+        """Kill ``proc``'s process group when this call is cancelled or times out.
+
+        Start processes with ``start_new_session=True`` (POSIX) so the group is theirs.
+        """
+        with self._lock:
+            self._processes.append(proc)
+
+    def untrack_process(self, proc: Process) -> None:
+        """Stop tracking ``proc`` (e.g. a ``background=True`` command that should outlive us)."""
+        with self._lock:
+            if proc in self._processes:
+                self._processes.remove(proc)
+
+    def kill_processes(self) -> None:
+        """Kill every tracked process group (the server calls this on cancel/timeout)."""
+        self.cancelled.set()
+        with self._lock:
+            procs, self._processes = self._processes, []
+        for proc in procs:
+            kill_process_tree(proc)
+
+    def derive(self, tool: str, timeout: float) -> CallContext:
+        """A context for a sub-call (``chain_commands``): same call id and event sink."""
+        return CallContext(
+            call_id=self.call_id,
+            tool=tool,
+            timeout=timeout,
+            config=self.config,
+            state=self.state,
+            emit=self._emit,
+            loop=self._loop,
+        )
+
+    def remaining(self) -> float:
+        """Seconds left until :attr:`deadline` (never negative)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    async def run_in_thread(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run blocking ``func(*args, **kwargs)`` in a worker thread, off the event loop."""
+        return await asyncio.to_thread(func, *args, **kwargs)
+
+
+async def _send(send: EmitFunc, event: Event) -> None:
+    await send(event)
+
+
+# --------------------------------------------------------------------------- decorator
+
+
+@dataclass(frozen=True)
+class ToolMarker:
+    """What ``@tool`` records on a method."""
+
+    name: str | None
+    timeout: float
+
+
+def tool(*, timeout: float = 60.0, name: str | None = None) -> Callable[[ToolFunc], ToolFunc]:
+    """Mark an ``async def NAME(self, ctx, *, ...) -> dict`` method as a tool.
+
+    ``timeout`` is the server-side default in seconds; ``name`` overrides the tool
+    name (default: the method name).
+    """
+    if timeout <= 0:
+        raise ValueError(f"tool timeout must be positive, got {timeout}")
+
+    def mark(func: ToolFunc) -> ToolFunc:
+        if not inspect.iscoroutinefunction(func):
+            raise TypeError(f"@tool needs an async def, {func.__qualname__} is not")
+        func.__adare_tool__ = ToolMarker(name, float(timeout))  # type: ignore[attr-defined]
+        return func
+
+    return mark
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter of a tool."""
+
+    name: str
+    annotation: Any
+    required: bool
+
+
+@dataclass
+class BoundTool:
+    """A tool ready to call: its group's bound method and its parameter specs."""
+
+    name: str
+    func: Callable[..., Awaitable[dict[str, Any]]]
+    default_timeout: float
+    params: dict[str, ParamSpec]
+    accepts_any: bool = False
+    """The tool takes ``**kwargs``: unknown params are passed through."""
+
+    def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Check ``params`` against the signature; return them (ints widened to float).
+
+        :raise ParamError: unknown, missing or wrongly typed params (message names them).
+        """
+        unknown = sorted(set(params) - set(self.params))
+        if unknown and not self.accepts_any:
+            allowed = ", ".join(self.params) or "none"
+            raise ParamError(
+                f"unknown param(s) {unknown} for tool {self.name!r} (allowed: {allowed})"
+            )
+        missing = sorted(
+            p.name for p in self.params.values() if p.required and p.name not in params
+        )
+        if missing:
+            raise ParamError(f"missing required param(s) {missing} for tool {self.name!r}")
+        checked = dict(params)
+        for key, value in params.items():
+            spec = self.params.get(key)
+            if spec is None:
+                continue
+            ok, converted = _check(value, spec.annotation)
+            if not ok:
+                raise ParamError(
+                    f"param {key!r} of tool {self.name!r} must be {_describe(spec.annotation)}, "
+                    f"got {type(value).__name__} {_short(value)}"
+                )
+            checked[key] = converted
+        return checked
+
+    def timeout_for(self, params: Mapping[str, Any]) -> tuple[float, float]:
+        """(tool budget, server limit) for a call with these validated ``params``."""
+        given = params.get("timeout") if "timeout" in self.params else None
+        if isinstance(given, (int, float)) and not isinstance(given, bool) and given > 0:
+            budget = float(given)
+        else:
+            budget = self.default_timeout
+        return budget, budget + TIMEOUT_GRACE
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-friendly description (name, params, timeout)."""
+        return {
+            "name": self.name,
+            "timeout": self.default_timeout,
+            "params": {
+                p.name: {"type": _describe(p.annotation), "required": p.required}
+                for p in self.params.values()
+            },
+        }
+
+
+class ToolGroup:
+    """Base of a tool group; subclasses define ``@tool`` methods."""
+
+    def __init__(self, config: AgentConfig, state: AgentState) -> None:
+        self.config = config
+        self.state = state
+
+    def tools(self) -> dict[str, BoundTool]:
+        """The group's tools by name, bound to this instance."""
+        found: dict[str, BoundTool] = {}
+        for attr in dir(type(self)):
+            func = getattr(type(self), attr, None)
+            marker = getattr(func, "__adare_tool__", None)
+            if not isinstance(marker, ToolMarker) or func is None:
+                continue
+            name = marker.name or attr
+            found[name] = _bind(name, getattr(self, attr), func, marker)
+        return found
+
+
+def _bind(name: str, method: Any, func: Any, marker: ToolMarker) -> BoundTool:
+    hints = _type_hints(func)
+    signature = inspect.signature(func)
+    params: dict[str, ParamSpec] = {}
+    accepts_any = False
+    positional = list(signature.parameters.values())[2:]  # self, ctx
+    for param in positional:
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            accepts_any = True
+            continue
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            raise TypeError(f"tool {name!r} must not take *args")
+        params[param.name] = ParamSpec(
+            param.name, hints.get(param.name, Any), param.default is inspect.Parameter.empty
+        )
+    return BoundTool(name, method, marker.timeout, params, accepts_any)
+
+
+def _type_hints(func: Any) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(func)
+    except NameError:
+        # Some annotation (typically ``ctx``'s, imported under TYPE_CHECKING) does not
+        # resolve at runtime: resolve the others one by one, unknown ones mean Any.
+        hints: dict[str, Any] = {}
+        for key, text in getattr(func, "__annotations__", {}).items():
+            try:
+                hints[key] = eval(text, func.__globals__) if isinstance(text, str) else text
+            except Exception:
+                hints[key] = Any
+        return hints
+
+
+# --------------------------------------------------------------------------- type checks
+
+
+def _check(value: Any, annotation: Any) -> tuple[bool, Any]:
+    """Does the JSON ``value`` fit ``annotation``? Returns (ok, value widened to float)."""
+    if annotation is Any or annotation is object:
+        return True, value
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        for option in typing.get_args(annotation):
+            ok, converted = _check(value, option)
+            if ok:
+                return True, converted
+        return False, value
+    if origin is Literal:
+        return value in typing.get_args(annotation), value
+    if annotation is type(None):
+        return value is None, value
+    if annotation is bool:
+        return isinstance(value, bool), value
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if annotation is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return True, float(value)
+        return False, value
+    if annotation is str:
+        return isinstance(value, str), value
+    if annotation is list or origin is list:
+        if not isinstance(value, list):
+            return False, value
+        args = typing.get_args(annotation)
+        if args:
+            checked = [_check(item, args[0]) for item in value]
+            if not all(ok for ok, _ in checked):
+                return False, value
+            return True, [item for _, item in checked]
+        return True, value
+    if annotation is dict or origin is dict:
+        if not isinstance(value, dict):
+            return False, value
+        args = typing.get_args(annotation)
+        if args and not all(_check(v, args[1])[0] for v in value.values()):
+            return False, value
+        return True, value
+    return isinstance(value, annotation) if isinstance(annotation, type) else True, value
+
+
+def _describe(annotation: Any) -> str:
+    if annotation is Any:
+        return "any value"
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(annotation))
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
+    names = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+        type(None): "null",
+    }
+    if origin in (list, dict):
+        return names[origin]
+    return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

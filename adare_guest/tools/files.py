@@ -1,0 +1,539 @@
+"""File tools: chunked pull and push, filesystem snapshot, guest time.
+
+Paths in results are ``str``; names that are not valid UTF-8 are kept with
+``surrogateescape`` (each undecodable byte ``0xXY`` becomes the lone surrogate
+``U+DCXY``). The JSON encoder writes those as ``\\udcXY`` escapes, and the host
+gets the exact original bytes back with ``os.fsencode(path)``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import fnmatch
+import hashlib
+import os
+import stat
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from adare_guest.config import AgentConfig
+from adare_guest.tools.base import AgentState, CallContext, ToolGroup, tool
+
+DEFAULT_CHUNK_SIZE = 1024 * 1024
+MAX_CHUNK_SIZE = 64 * 1024 * 1024
+HASH_BLOCK = 1024 * 1024
+SKIPPED_ROOTS = ("/proc", "/sys", "/dev", "/run")
+MAX_REPORTED_ERRORS = 1000
+IS_WINDOWS = sys.platform == "win32"
+
+
+class FileToolError(ValueError):
+    """A file request that cannot be served (the message says why)."""
+
+
+def _error(message: str, **extra: Any) -> dict[str, Any]:
+    return {"status": "error", "message": message, **extra}
+
+
+def stat_metadata(st: os.stat_result) -> dict[str, Any]:
+    """The metadata of one ``lstat`` result (snapshot ``meta`` without type/target/hash)."""
+    timestamps: dict[str, float] = {
+        "modified": st.st_mtime,
+        "accessed": st.st_atime,
+        "changed": st.st_ctime,
+    }
+    birth = getattr(st, "st_birthtime", None)
+    if birth is not None:
+        timestamps["created"] = birth
+    return {
+        "size": st.st_size,
+        "mtime": st.st_mtime,
+        "mode": st.st_mode,
+        "uid": st.st_uid,
+        "gid": st.st_gid,
+        "inode": st.st_ino,
+        "timestamps": timestamps,
+    }
+
+
+def file_type(mode: int) -> str:
+    """``file``, ``dir``, ``symlink`` or ``other`` for an ``st_mode``."""
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "other"
+
+
+def sha256_file(path: str, cancelled: threading.Event | None = None) -> str:
+    """Hex sha256 of a file's content, read in 1 MiB blocks (stops when ``cancelled``)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(HASH_BLOCK):
+            if cancelled is not None and cancelled.is_set():
+                raise TimeoutError("cancelled while hashing")
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- pull
+
+
+@dataclass
+class _PullProgress:
+    """Incremental hash of a file being pulled in order, so the last chunk costs no re-read."""
+
+    key: tuple[int, int, int, float]
+    digest: Any = field(default_factory=hashlib.sha256)
+    next_offset: int = 0
+
+
+class _PullHashes:
+    """A few in-flight pulls' running hashes (LRU)."""
+
+    def __init__(self, capacity: int = 16) -> None:
+        self._items: OrderedDict[str, _PullProgress] = OrderedDict()
+        self._capacity = capacity
+        self._lock = threading.Lock()
+
+    def feed(self, path: str, key: tuple[int, int, int, float], offset: int, data: bytes) -> None:
+        with self._lock:
+            progress = self._items.get(path)
+            if offset == 0 or progress is None or progress.key != key:
+                progress = _PullProgress(key)
+                self._items[path] = progress
+            self._items.move_to_end(path)
+            if progress.next_offset == offset:
+                progress.digest.update(data)
+                progress.next_offset += len(data)
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+
+    def finish(self, path: str, key: tuple[int, int, int, float], size: int) -> str | None:
+        with self._lock:
+            progress = self._items.pop(path, None)
+        if progress is None or progress.key != key or progress.next_offset != size:
+            return None
+        return str(progress.digest.hexdigest())
+
+
+def _pull(path: str, index: int, chunk_size: int, hashes: _PullHashes) -> dict[str, Any]:
+    if not 1 <= chunk_size <= MAX_CHUNK_SIZE:
+        raise FileToolError(f"chunk_size must be 1..{MAX_CHUNK_SIZE}, got {chunk_size}")
+    if index < 0:
+        raise FileToolError(f"chunk_index must be >= 0, got {index}")
+    st = os.stat(path)
+    if stat.S_ISDIR(st.st_mode):
+        return _error(f"{path} is a directory", is_directory=True, chunk_index=index)
+    if not stat.S_ISREG(st.st_mode):
+        return _error(f"{path} is not a regular file", is_directory=False, chunk_index=index)
+    with open(path, "rb") as handle:
+        fst = os.fstat(handle.fileno())
+        size = fst.st_size
+        total = max(1, -(-size // chunk_size))
+        if index >= total:
+            raise FileToolError(f"chunk_index {index} out of range: {path} has {total} chunks")
+        offset = index * chunk_size
+        handle.seek(offset)
+        data = handle.read(chunk_size)
+        key = (fst.st_dev, fst.st_ino, fst.st_size, fst.st_mtime)
+        hashes.feed(path, key, offset, data)
+        eof = index == total - 1
+        result: dict[str, Any] = {
+            "status": "success",
+            "chunk_index": index,
+            "total_chunks": total,
+            "chunk_data": base64.b64encode(data).decode("ascii"),
+            "chunk_size": len(data),
+            "file_size": size,
+            "is_directory": False,
+            "eof": eof,
+        }
+        if index == 0:
+            result["file_metadata"] = {"path": path, **stat_metadata(fst)}
+        if eof:
+            digest = hashes.finish(path, key, size)
+            if digest is None:
+                handle.seek(0)
+                whole = hashlib.sha256()
+                while block := handle.read(HASH_BLOCK):
+                    whole.update(block)
+                digest = whole.hexdigest()
+            result["sha256"] = digest
+    return result
+
+
+# --------------------------------------------------------------------------- push
+
+
+@dataclass
+class _Upload:
+    temp_path: str
+    total_chunks: int
+    next_index: int = 0
+    size: int = 0
+    digest: Any = field(default_factory=hashlib.sha256)
+
+
+def validate_guest_path(guest_path: str) -> str:
+    """An absolute, normalised path without ``..`` or NUL, for writing.
+
+    :raise FileToolError: relative path, ``..`` component, NUL byte or empty.
+    """
+    if not guest_path or "\0" in guest_path:
+        raise FileToolError("guest_path must be a non-empty path without NUL bytes")
+    if not os.path.isabs(guest_path):
+        raise FileToolError(f"guest_path must be absolute, got {guest_path!r}")
+    if ".." in PurePath(guest_path).parts:
+        raise FileToolError(f"guest_path must not contain '..': {guest_path!r}")
+    normalised = os.path.normpath(guest_path)
+    if normalised.rstrip("/\\") == "" or os.path.dirname(normalised) == normalised:
+        raise FileToolError(f"guest_path {guest_path!r} names a root, not a file")
+    return normalised
+
+
+class _Uploads:
+    """In-progress pushes by destination path."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, _Upload] = {}
+        self._lock = threading.Lock()
+
+    def push(
+        self,
+        path: str,
+        index: int,
+        data: bytes,
+        total: int,
+        sha256: str | None,
+        mode: int | None,
+    ) -> dict[str, Any]:
+        with self._lock:
+            upload = self._items.get(path)
+            if index == 0:
+                if upload is not None:
+                    _remove(upload.temp_path)
+                upload = self._start(path, total)
+            elif upload is None or upload.next_index != index or upload.total_chunks != total:
+                expected = 0 if upload is None else upload.next_index
+                raise FileToolError(
+                    f"chunk {index} of {path} out of order: expected chunk {expected}"
+                    + ("" if upload is None else f" of {upload.total_chunks}")
+                )
+            try:
+                with open(upload.temp_path, "ab") as handle:
+                    handle.write(data)
+                    if index == total - 1:
+                        handle.flush()
+                        os.fsync(handle.fileno())
+            except OSError:
+                self._items.pop(path, None)
+                _remove(upload.temp_path)
+                raise
+            upload.digest.update(data)
+            upload.size += len(data)
+            upload.next_index = index + 1
+            if index < total - 1:
+                return {
+                    "status": "success",
+                    "message": f"chunk {index + 1}/{total} stored",
+                    "chunk_index": index,
+                    "total_chunks": total,
+                    "complete": False,
+                    "bytes_written": upload.size,
+                }
+            del self._items[path]
+        return _finish(path, upload, sha256, mode)
+
+    def _start(self, path: str, total: int) -> _Upload:
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        if os.path.isdir(path):
+            raise FileToolError(f"{path} is a directory")
+        temp_path = os.path.join(
+            directory, f".{os.path.basename(path)}.adare-part-{os.getpid()}-{time.time_ns()}"
+        )
+        fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        upload = _Upload(temp_path, total)
+        self._items[path] = upload
+        return upload
+
+
+def _finish(path: str, upload: _Upload, sha256: str | None, mode: int | None) -> dict[str, Any]:
+    actual = upload.digest.hexdigest()
+    if sha256 is not None and sha256.lower() != actual:
+        _remove(upload.temp_path)
+        return _error(
+            f"sha256 mismatch for {path}: expected {sha256}, got {actual}; nothing written",
+            sha256=actual,
+        )
+    try:
+        os.chmod(upload.temp_path, mode if mode is not None else 0o644)
+        os.replace(upload.temp_path, path)
+    except OSError:
+        _remove(upload.temp_path)
+        raise
+    return {
+        "status": "success",
+        "message": f"{path} written ({upload.size} bytes)",
+        "chunk_index": upload.next_index - 1,
+        "total_chunks": upload.total_chunks,
+        "complete": True,
+        "bytes_written": upload.size,
+        "file_size": upload.size,
+        "sha256": actual,
+        "path": path,
+    }
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+# --------------------------------------------------------------------------- snapshot
+
+
+@dataclass
+class _Walk:
+    root: str
+    exclude: list[str]
+    with_hash: bool
+    one_filesystem: bool
+    cancelled: threading.Event
+    deadline: float
+    snapshot: dict[str, dict[str, Any]] = field(default_factory=dict)
+    errors: list[dict[str, str]] = field(default_factory=list)
+    timed_out: bool = False
+
+    def excluded(self, path: str, name: str) -> bool:
+        for pattern in self.exclude:
+            if path == pattern or path.startswith(pattern.rstrip("/\\") + os.sep):
+                return True
+            if fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(name, pattern):
+                return True
+        return False
+
+    def skipped(self, path: str) -> bool:
+        return not IS_WINDOWS and path in SKIPPED_ROOTS and path != self.root
+
+    def error(self, path: str, exc: OSError) -> None:
+        if len(self.errors) < MAX_REPORTED_ERRORS:
+            self.errors.append({"path": path, "error": exc.strerror or str(exc)})
+
+    def stopped(self) -> bool:
+        if self.cancelled.is_set() or time.monotonic() > self.deadline:
+            self.timed_out = True
+            return True
+        return False
+
+
+def _entry_meta(walk: _Walk, path: str, st: os.stat_result) -> dict[str, Any]:
+    meta = stat_metadata(st)
+    kind = file_type(st.st_mode)
+    meta = {"type": kind, **meta}
+    if kind == "symlink":
+        try:
+            meta["target"] = os.readlink(path)
+        except OSError as exc:
+            walk.error(path, exc)
+    elif kind == "file" and walk.with_hash:
+        try:
+            meta["sha256"] = sha256_file(path, walk.cancelled)
+        except OSError as exc:
+            walk.error(path, exc)
+        except TimeoutError:
+            walk.timed_out = True
+    return meta
+
+
+def _scan(walk: _Walk, directory: str) -> Iterator[tuple[str, os.stat_result, bool]]:
+    """(path, lstat, is_dir) of the entries of ``directory``."""
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError as exc:
+                    walk.error(entry.path, exc)
+                    continue
+                yield entry.path, st, stat.S_ISDIR(st.st_mode)
+    except OSError as exc:
+        walk.error(directory, exc)
+
+
+def walk_tree(walk: _Walk) -> None:
+    """Fill ``walk.snapshot`` from ``walk.root`` (depth first, no symlink following)."""
+    root_st = os.lstat(walk.root)
+    walk.snapshot[walk.root] = _entry_meta(walk, walk.root, root_st)
+    if not stat.S_ISDIR(root_st.st_mode):
+        return
+    stack = [walk.root]
+    checked = 0
+    while stack:
+        directory = stack.pop()
+        for path, st, is_dir in _scan(walk, directory):
+            checked += 1
+            if checked % 256 == 0 and walk.stopped():
+                return
+            if walk.skipped(path) or walk.excluded(path, os.path.basename(path)):
+                continue
+            walk.snapshot[path] = _entry_meta(walk, path, st)
+            if walk.timed_out:
+                return
+            if is_dir and not (walk.one_filesystem and st.st_dev != root_st.st_dev):
+                stack.append(path)
+
+
+def _snapshot_root(root_path: str | None) -> str:
+    """The normalised walk root (``/``, or ``C:\\`` on Windows, by default)."""
+    if not root_path:
+        return "C:\\" if IS_WINDOWS else "/"
+    root = os.path.normpath(root_path)
+    if IS_WINDOWS and len(root) == 2 and root[1] == ":":
+        root += "\\"
+    return root
+
+
+# --------------------------------------------------------------------------- group
+
+
+class FileTools(ToolGroup):
+    """Chunked file transfer, filesystem snapshots and the guest clock."""
+
+    def __init__(self, config: AgentConfig, state: AgentState) -> None:
+        super().__init__(config, state)
+        self._pull_hashes = _PullHashes()
+        self._uploads = _Uploads()
+
+    @tool(timeout=120)
+    async def pull_file_chunk(
+        self,
+        ctx: CallContext,
+        *,
+        guest_path: str,
+        chunk_index: int = 0,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> dict[str, Any]:
+        """Chunk ``chunk_index`` of ``guest_path`` as base64 (see DESIGN §3 for the keys)."""
+        try:
+            return await ctx.run_in_thread(
+                _pull, guest_path, chunk_index, chunk_size, self._pull_hashes
+            )
+        except (OSError, FileToolError) as exc:
+            return _error(
+                f"cannot read {guest_path}: {_reason(exc)}",
+                chunk_index=chunk_index,
+                is_directory=False,
+            )
+
+    @tool(timeout=120)
+    async def push_file_chunk(
+        self,
+        ctx: CallContext,
+        *,
+        guest_path: str,
+        chunk_index: int,
+        chunk_data: str,
+        total_chunks: int,
+        sha256: str | None = None,
+        mode: int | None = None,
+    ) -> dict[str, Any]:
+        """Store chunk ``chunk_index`` of ``total_chunks``; the last one verifies ``sha256``
+        and atomically renames the temporary file onto ``guest_path`` with ``mode``."""
+        try:
+            path = validate_guest_path(guest_path)
+            if total_chunks < 1 or not 0 <= chunk_index < total_chunks:
+                raise FileToolError(
+                    f"need 0 <= chunk_index < total_chunks, got {chunk_index}/{total_chunks}"
+                )
+            if mode is not None and not 0 <= mode <= 0o7777:
+                raise FileToolError(f"mode must be 0..0o7777, got {mode}")
+            try:
+                data = base64.b64decode(chunk_data, validate=True)
+            except binascii.Error as exc:
+                raise FileToolError(f"chunk_data is not valid base64: {exc}") from None
+            return await ctx.run_in_thread(
+                self._uploads.push, path, chunk_index, data, total_chunks, sha256, mode
+            )
+        except (OSError, FileToolError) as exc:
+            return _error(f"cannot write {guest_path}: {_reason(exc)}", chunk_index=chunk_index)
+
+    @tool(timeout=300)
+    async def get_filesystem_snapshot(
+        self,
+        ctx: CallContext,
+        *,
+        root_path: str | None = None,
+        timeout: float | None = None,
+        exclude: list[str] | str | None = None,
+        hash: bool = False,
+        one_filesystem: bool = True,
+    ) -> dict[str, Any]:
+        """Metadata of every entry under ``root_path`` (see the module docstring for names)."""
+        root = _snapshot_root(root_path)
+        patterns = [exclude] if isinstance(exclude, str) else list(exclude or [])
+        walk = _Walk(root, patterns, hash, one_filesystem, ctx.cancelled, ctx.deadline)
+        started = time.monotonic()
+        try:
+            await ctx.run_in_thread(walk_tree, walk)
+        except OSError as exc:
+            return _error(f"cannot snapshot {root}: {_reason(exc)}")
+        elapsed = time.monotonic() - started
+        counts: dict[str, int] = {"file": 0, "dir": 0, "symlink": 0, "other": 0}
+        for meta in walk.snapshot.values():
+            counts[meta["type"]] += 1
+        result: dict[str, Any] = {
+            "status": "error" if walk.timed_out else "success",
+            "message": (
+                f"timed out after {ctx.timeout:g} s; snapshot is partial"
+                if walk.timed_out
+                else f"{len(walk.snapshot)} entries under {root}"
+            ),
+            "root_path": root,
+            "snapshot": walk.snapshot,
+            "file_count": len(walk.snapshot),
+            "counts": counts,
+            "collection_time": round(elapsed, 6),
+            "complete": not walk.timed_out,
+            "errors": walk.errors,
+        }
+        return result
+
+    @tool(timeout=10)
+    async def get_timestamp(self, ctx: CallContext, *, use_local: bool = False) -> dict[str, Any]:
+        """The guest's clock: epoch seconds, ISO 8601 in UTC (and local time if asked)."""
+        now = time.time()
+        utc = dt.datetime.fromtimestamp(now, dt.timezone.utc)
+        result: dict[str, Any] = {
+            "status": "success",
+            "timestamp": now,
+            "timezone": "UTC",
+            "iso_format": utc.isoformat(),
+        }
+        if use_local:
+            local = utc.astimezone()
+            offset = local.utcoffset() or dt.timedelta()
+            result["local_time"] = local.isoformat()
+            result["local_timezone"] = local.tzname() or "local"
+            result["utc_offset_seconds"] = int(offset.total_seconds())
+        return result
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)

@@ -1,0 +1,474 @@
+"""System tools: ``execute_shell``, ``collect_system_info``, ``get_status``,
+``install_dependencies``.
+
+``execute_shell`` returns ``status="success"`` whenever the command ran to its end,
+whatever its exit code (read ``returncode``); ``status="error"`` means it could not
+be started or hit its timeout (its process group is then killed and the output so
+far is returned). Output is decoded as UTF-8 with ``errors="replace"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from adare_guest import __version__
+from adare_guest.identity import PROTOCOL_VERSION, bundle_hash
+from adare_guest.protocol import EventType
+from adare_guest.tools.base import CallContext, ToolGroup, kill_process_tree, tool
+
+DEFAULT_SHELL_TIMEOUT = 300.0
+IS_WINDOWS = sys.platform == "win32"
+
+
+class ShellError(ValueError):
+    """A shell request that cannot be run as asked (bad shell, user, cwd)."""
+
+
+def shell_argv(command: str, shell: str | bool | None) -> list[str]:
+    """The argv that runs ``command``: through the default or a named shell, or
+    (``shell=False``) split with :func:`shlex.split` and run directly.
+
+    :raise ShellError: an empty command or an unknown shell.
+    """
+    if not command.strip():
+        raise ShellError("shell_command is empty")
+    if shell is False:
+        return shlex.split(command, posix=not IS_WINDOWS)
+    if shell is None or shell is True:
+        if IS_WINDOWS:
+            return [os.environ.get("COMSPEC", "cmd.exe"), "/d", "/c", command]
+        return ["/bin/sh", "-c", command]
+    name = Path(shell).name.lower().removesuffix(".exe")
+    if name in ("powershell", "pwsh"):
+        return [shell, "-NoProfile", "-NonInteractive", "-Command", command]
+    if name == "cmd":
+        return [shell, "/d", "/c", command]
+    if name in ("sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"):
+        return [shell, "-c", command] if name != "busybox" else [shell, "sh", "-c", command]
+    raise ShellError(f"unknown shell {shell!r} (use sh, bash, dash, zsh, powershell, pwsh or cmd)")
+
+
+def build_env(
+    env: dict[str, str] | None, inherit_env: bool, tools_paths: list[str]
+) -> dict[str, str]:
+    """The child environment: inherited (or minimal) + ``env`` + ``tools_paths`` on PATH."""
+    if inherit_env:
+        result = dict(os.environ)
+    else:
+        keep = ("SYSTEMROOT", "COMSPEC", "PATHEXT", "TEMP", "TMP") if IS_WINDOWS else ()
+        result = {k: os.environ[k] for k in keep if k in os.environ}
+        result["PATH"] = os.environ.get("PATH", os.defpath)
+    result.update(env or {})
+    if tools_paths:
+        parts = [p for p in result.get("PATH", "").split(os.pathsep) if p]
+        parts += [p for p in tools_paths if p not in parts]
+        result["PATH"] = os.pathsep.join(parts)
+    return result
+
+
+def _user_switch(run_as_user: str, env: dict[str, str]) -> dict[str, Any]:
+    """Popen kwargs that run the child as ``run_as_user`` (POSIX, agent must be root)."""
+    if IS_WINDOWS:
+        raise ShellError("run_as_user is not supported on Windows by this agent")
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(run_as_user)
+    except KeyError:
+        raise ShellError(f"no such user {run_as_user!r}") from None
+    if os.geteuid() != 0 and entry.pw_uid != os.geteuid():
+        raise ShellError(f"run_as_user={run_as_user!r} needs the agent to run as root")
+    env.update(HOME=entry.pw_dir, USER=entry.pw_name, LOGNAME=entry.pw_name)
+    return {
+        "user": entry.pw_uid,
+        "group": entry.pw_gid,
+        "extra_groups": os.getgrouplist(entry.pw_name, entry.pw_gid),
+    }
+
+
+def _admin_prefix(admin: bool) -> list[str]:
+    if not admin:
+        return []
+    if IS_WINDOWS:
+        import ctypes
+
+        if not ctypes.windll.shell32.IsUserAnAdmin():  # type: ignore[attr-defined]
+            raise ShellError("admin=True: the agent is not elevated and cannot elevate itself")
+        return []
+    if os.geteuid() == 0:
+        return []
+    sudo = shutil.which("sudo")
+    if sudo is None:
+        raise ShellError("admin=True: the agent is not root and sudo is not installed")
+    return [sudo, "-n", "--"]
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _background_dir(ctx: CallContext) -> Path:
+    for candidate in (ctx.config.run_dir / "background", Path(_tempdir()) / "adare-background"):
+        try:
+            candidate.mkdir(parents=True, exist_ok=True)
+            return candidate
+        except OSError:
+            continue
+    raise ShellError("no writable directory for background command output")
+
+
+def _tempdir() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
+class SystemTools(ToolGroup):
+    """Shell commands and facts about the guest."""
+
+    @tool(timeout=DEFAULT_SHELL_TIMEOUT)
+    async def execute_shell(
+        self,
+        ctx: CallContext,
+        *,
+        shell_command: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float | None = None,
+        shell: str | bool | None = None,
+        inherit_env: bool = True,
+        admin: bool = False,
+        background: bool = False,
+        run_as_user: str | None = None,
+    ) -> dict[str, Any]:
+        """Run ``shell_command``; see the module docstring for the result's meaning."""
+        command_id = str(uuid.uuid4())
+        started = time.monotonic()
+        result: dict[str, Any] = {
+            "status": "error",
+            "message": "",
+            "returncode": None,
+            "stdout": "",
+            "stderr": "",
+            "command_id": command_id,
+            "execution_time": 0.0,
+        }
+        try:
+            child_env = build_env(env, inherit_env, self.config.tools_paths)
+            popen_kwargs: dict[str, Any] = {}
+            if run_as_user:
+                popen_kwargs.update(_user_switch(run_as_user, child_env))
+            argv = _admin_prefix(admin) + shell_argv(shell_command, shell)
+            _check_cwd(cwd)
+        except (ShellError, ValueError) as exc:
+            result["message"] = str(exc)
+            return result
+        await ctx.emit(
+            EventType.COMMAND_START, {"command_id": command_id, "command": shell_command}
+        )
+        if background:
+            try:
+                bg_proc, out_path, err_path = await ctx.run_in_thread(
+                    _spawn_background, ctx, argv, cwd, child_env, popen_kwargs
+                )
+            except (OSError, ShellError) as exc:
+                result["message"] = f"cannot start {argv[0]!r}: {exc}"
+                return result
+            result.update(
+                status="success",
+                message=f"started in the background as pid {bg_proc.pid}",
+                pid=bg_proc.pid,
+                stdout_path=str(out_path),
+                stderr_path=str(err_path),
+            )
+            return result
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                env=child_env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=not IS_WINDOWS,
+                **popen_kwargs,
+            )
+        except OSError as exc:
+            result["message"] = f"cannot start {argv[0]!r}: {exc}"
+            return result
+        ctx.track_process(proc)
+        stdout, stderr = bytearray(), bytearray()
+        stdout_task = asyncio.ensure_future(_read_into(proc.stdout, stdout))
+        stderr_task = asyncio.ensure_future(_read_into(proc.stderr, stderr))
+        timed_out = False
+        try:
+            await asyncio.wait_for(proc.wait(), ctx.timeout)
+        except TimeoutError:
+            timed_out = True
+            kill_process_tree(proc)
+            await proc.wait()
+        finally:
+            if proc.returncode is None:
+                kill_process_tree(proc)
+        # Grandchildren that keep the pipes open must not hold the call forever.
+        _done, pending = await asyncio.wait({stdout_task, stderr_task}, timeout=2.0)
+        for task in pending:
+            task.cancel()
+        ctx.untrack_process(proc)
+        elapsed = time.monotonic() - started
+        result.update(
+            returncode=proc.returncode,
+            stdout=_decode(bytes(stdout)),
+            stderr=_decode(bytes(stderr)),
+            execution_time=round(elapsed, 6),
+        )
+        if timed_out:
+            result.update(
+                status="error",
+                timed_out=True,
+                message=f"command timed out after {ctx.timeout:g} s; process group killed",
+            )
+        else:
+            result.update(status="success", message=f"command exited with {proc.returncode}")
+        await ctx.emit(
+            EventType.COMMAND_COMPLETE,
+            {"command_id": command_id, "returncode": proc.returncode, "timed_out": timed_out},
+        )
+        return result
+
+    @tool(timeout=10)
+    async def get_status(self, ctx: CallContext) -> dict[str, Any]:
+        """Agent health: version, platform, uptime, tools."""
+        return {
+            "status": "success",
+            "message": "agent running",
+            "version": __version__,
+            "platform": sys.platform,
+            "uptime": round(ctx.state.uptime(), 3),
+            "started_at": ctx.state.started_at,
+            "pid": os.getpid(),
+            "python": platform.python_version(),
+            "protocol_version": PROTOCOL_VERSION,
+            "bundle_hash": bundle_hash(),
+            "available_tools": list(ctx.state.tool_names),
+        }
+
+    @tool(timeout=60)
+    async def collect_system_info(self, ctx: CallContext) -> dict[str, Any]:
+        """OS, hostname, CPU, memory, disks, network interfaces, installed packages."""
+        info = await ctx.run_in_thread(_system_info, ctx)
+        return {"status": "success", "message": "system info collected", "system_info": info}
+
+    @tool(timeout=900)
+    async def install_dependencies(
+        self,
+        ctx: CallContext,
+        *,
+        dependencies: list[str] | str,
+        prefer_binary: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """``pip install`` ``dependencies`` into the agent's own Python."""
+        deps = dependencies.split() if isinstance(dependencies, str) else list(dependencies)
+        bad = [d for d in deps if not d.strip() or d.lstrip().startswith("-")]
+        if bad:
+            return {"status": "error", "message": f"not a requirement (options refused): {bad}"}
+        if not deps:
+            return {"status": "success", "message": "nothing to install", "installed": []}
+        argv = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check"]
+        argv += ["--prefer-binary"] if prefer_binary else []
+        probe = await _run_captured(ctx, [sys.executable, "-m", "pip", "--version"], 60)
+        if probe[0] != 0:
+            return {
+                "status": "error",
+                "message": f"pip is not available for {sys.executable} "
+                f"({_decode(probe[2]).strip()[-200:]}); install python3-pip in the guest",
+            }
+        await ctx.emit(EventType.PROGRESS, {"message": f"installing {len(deps)} packages"})
+        code, out, err = await _run_captured(ctx, [*argv, *deps], ctx.timeout)
+        return {
+            "status": "success" if code == 0 else "error",
+            "message": f"pip exited with {code}",
+            "returncode": code,
+            "stdout": _decode(out),
+            "stderr": _decode(err),
+            "installed": deps if code == 0 else [],
+        }
+
+
+async def _read_into(stream: asyncio.StreamReader | None, sink: bytearray) -> None:
+    """Append everything from ``stream`` to ``sink`` (kept when the read is cancelled)."""
+    if stream is None:
+        return
+    while chunk := await stream.read(65536):
+        sink += chunk
+
+
+async def _run_captured(
+    ctx: CallContext, argv: list[str], timeout: float
+) -> tuple[int, bytes, bytes]:
+    """Run ``argv`` tracked by ``ctx``; (returncode, stdout, stderr); -9 on timeout."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=not IS_WINDOWS,
+    )
+    ctx.track_process(proc)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        kill_process_tree(proc)
+        await proc.wait()
+        return -9, b"", f"timed out after {timeout:g} s".encode()
+    finally:
+        ctx.untrack_process(proc)
+    return proc.returncode if proc.returncode is not None else -1, out, err
+
+
+def _check_cwd(cwd: str | None) -> None:
+    if cwd is not None and not os.path.isdir(cwd):
+        raise ShellError(f"cwd {cwd!r} is not a directory")
+
+
+def _spawn_background(
+    ctx: CallContext,
+    argv: list[str],
+    cwd: str | None,
+    env: dict[str, str],
+    popen_kwargs: dict[str, Any],
+) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """Start a detached command whose output goes to files; a daemon thread reaps it."""
+    out_dir = _background_dir(ctx)
+    command_id = uuid.uuid4().hex
+    stdout_path = out_dir / f"{command_id}.stdout"
+    stderr_path = out_dir / f"{command_id}.stderr"
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=not IS_WINDOWS,
+            **popen_kwargs,
+        )
+    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
+    return proc, stdout_path, stderr_path
+
+
+def _system_info(ctx: CallContext) -> dict[str, Any]:
+    uname = platform.uname()
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "system": uname.system,
+        "release": uname.release,
+        "version": uname.version,
+        "machine": uname.machine,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "cpu_count": os.cpu_count(),
+        "agent_version": __version__,
+        "boot_time": _boot_time(),
+        "os_release": _os_release(),
+        "memory": _meminfo(),
+        "disks": _disks(),
+        "network_interfaces": _interfaces(),
+        "users": _users(),
+    }
+    info["packages"] = _packages(ctx)
+    return info
+
+
+def _boot_time() -> float | None:
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _os_release() -> dict[str, str]:
+    try:
+        return dict(platform.freedesktop_os_release())
+    except (OSError, AttributeError):
+        return {}
+
+
+def _meminfo() -> dict[str, int]:
+    fields: dict[str, int] = {}
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            parts = rest.split()
+            if key in ("MemTotal", "MemAvailable", "MemFree", "SwapTotal", "SwapFree") and parts:
+                fields[key] = int(parts[0]) * 1024
+    except (OSError, ValueError):
+        pass
+    return fields
+
+
+def _disks() -> list[dict[str, Any]]:
+    roots = ["C:\\"] if IS_WINDOWS else ["/"]
+    disks = []
+    for root in roots:
+        try:
+            usage = shutil.disk_usage(root)
+        except OSError:
+            continue
+        disks.append({"path": root, "total": usage.total, "used": usage.used, "free": usage.free})
+    return disks
+
+
+def _interfaces() -> list[str]:
+    try:
+        return [name for _, name in socket.if_nameindex()]
+    except (OSError, AttributeError):
+        return []
+
+
+def _users() -> list[str]:
+    if IS_WINDOWS:
+        return []
+    import pwd
+
+    return sorted(e.pw_name for e in pwd.getpwall() if e.pw_uid == 0 or e.pw_uid >= 1000)
+
+
+def _packages(ctx: CallContext) -> dict[str, Any]:
+    """Installed OS packages (dpkg or rpm), bounded in time."""
+    for argv, manager in (
+        (["dpkg-query", "-W", "-f", "${Package}\t${Version}\n"], "dpkg"),
+        (["rpm", "-qa", "--qf", "%{NAME}\t%{VERSION}-%{RELEASE}\n"], "rpm"),
+    ):
+        if shutil.which(argv[0]) is None:
+            continue
+        try:
+            out = subprocess.run(
+                argv,
+                capture_output=True,
+                timeout=max(1.0, min(30.0, ctx.remaining() - 1)),
+                check=False,
+            ).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return {"manager": manager, "error": "listing packages failed or timed out"}
+        items = dict(line.split("\t", 1) for line in _decode(out).splitlines() if "\t" in line)
+        return {"manager": manager, "count": len(items), "installed": items}
+    return {"manager": None, "count": 0, "installed": {}}

@@ -1,0 +1,271 @@
+"""Test tools: upload test-function collections, set variables, run a test function.
+
+``upload_testfunctions`` takes a base64 zip whose top-level directories are
+collections (``D/D.py``, see :mod:`adare_guest.testfunctions`). The archive
+comes from the host but is treated as hostile: it is refused *as a whole* when
+any member name is absolute, has a drive letter, a backslash or a ``..``
+component, is a symlink, or when the member count, the total uncompressed size
+or the compression ratio is over its cap. It is extracted into a fresh
+directory under ``RUN_DIR/testfunctions``, which then replaces the previous
+upload (and the loaded-collection cache) at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import re
+import shutil
+import stat
+import time
+import uuid
+import zipfile
+import zlib
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from adare_guest.config import AgentConfig
+from adare_guest.protocol import EventType
+from adare_guest.testfunctions import (
+    DEFAULT_TEST_TIMEOUT,
+    TestFunctionLibrary,
+    TestResult,
+    TestStatus,
+    UnknownTestFunction,
+    arun_test_function,
+)
+from adare_guest.tools.base import AgentState, CallContext, ToolGroup, tool
+
+MAX_MEMBERS = 10_000
+"""Most entries an uploaded archive may hold."""
+MAX_TOTAL_SIZE = 256 * 1024 * 1024
+"""Most bytes an uploaded archive may expand to."""
+MAX_RATIO = 200
+"""Highest overall uncompressed/compressed ratio (zip-bomb guard) above :data:`RATIO_FLOOR`."""
+RATIO_FLOOR = 1024 * 1024
+"""Archives expanding to less than this are not ratio-checked (tiny files compress oddly)."""
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_UPLOADS = "testfunctions"
+
+
+class UnsafeArchive(ValueError):
+    """The uploaded archive breaks a safety rule; nothing of it was extracted."""
+
+
+def check_archive(archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+    """Validate every member name and the size caps before anything is written.
+
+    :raise UnsafeArchive: naming the first offending member or cap.
+    """
+    members = archive.infolist()
+    if len(members) > MAX_MEMBERS:
+        raise UnsafeArchive(f"archive has {len(members)} entries, more than {MAX_MEMBERS}")
+    for info in members:
+        _check_name(info)
+    total = sum(info.file_size for info in members)
+    if total > MAX_TOTAL_SIZE:
+        raise UnsafeArchive(f"archive expands to {total} bytes, more than {MAX_TOTAL_SIZE}")
+    compressed = max(1, sum(info.compress_size for info in members))
+    if total > RATIO_FLOOR and total / compressed > MAX_RATIO:
+        raise UnsafeArchive(
+            f"archive compression ratio {total / compressed:.0f}:1 is above {MAX_RATIO}:1"
+        )
+    return members
+
+
+def _check_name(info: zipfile.ZipInfo) -> None:
+    name = info.filename
+    if not name or "\x00" in name:
+        raise UnsafeArchive(f"archive member with an empty or NUL name: {name!r}")
+    if name.startswith("/") or _DRIVE.match(name):
+        raise UnsafeArchive(f"archive member {name!r} has an absolute path")
+    if "\\" in name:
+        raise UnsafeArchive(f"archive member {name!r} contains a backslash")
+    if ".." in PurePosixPath(name).parts:
+        raise UnsafeArchive(f"archive member {name!r} contains '..'")
+    if stat.S_ISLNK(info.external_attr >> 16):
+        raise UnsafeArchive(f"archive member {name!r} is a symlink")
+
+
+def extract_archive(data: bytes, destination: Path) -> list[str]:
+    """Check, then extract the zip ``data`` into the new directory ``destination``.
+
+    Sizes are enforced while writing too, so a member lying about its size in
+    the header cannot exceed the caps. Returns the collection names found.
+
+    :raise UnsafeArchive: refused archive (``destination`` is removed again).
+    """
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile as exc:
+        raise UnsafeArchive(f"not a zip archive: {exc}") from None
+    with archive:
+        members = check_archive(archive)
+        destination.mkdir(parents=True)
+        try:
+            _write_members(archive, members, destination)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+            shutil.rmtree(destination, ignore_errors=True)
+            raise UnsafeArchive(f"corrupt archive: {exc}") from None
+        except BaseException:
+            shutil.rmtree(destination, ignore_errors=True)
+            raise
+    collections = sorted(
+        p.name for p in destination.iterdir() if p.is_dir() and (p / f"{p.name}.py").is_file()
+    )
+    if not collections:
+        shutil.rmtree(destination, ignore_errors=True)
+        raise UnsafeArchive("archive holds no collection (expected D/D.py at its top level)")
+    return collections
+
+
+def _write_members(
+    archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], destination: Path
+) -> None:
+    written = 0
+    for info in members:
+        target = destination.joinpath(*PurePosixPath(info.filename).parts)
+        if info.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with archive.open(info) as source, open(target, "wb") as sink:
+            while block := source.read(1 << 16):
+                written += len(block)
+                if written > MAX_TOTAL_SIZE:
+                    raise UnsafeArchive(f"archive expands past {MAX_TOTAL_SIZE} bytes")
+                sink.write(block)
+
+
+def _error(message: str, **extra: Any) -> dict[str, Any]:
+    return {"status": "error", "message": message, **extra}
+
+
+class TestTools(ToolGroup):
+    """``upload_testfunctions``, ``set_variables`` and ``run_test``."""
+
+    __test__ = False
+
+    def __init__(self, config: AgentConfig, state: AgentState) -> None:
+        super().__init__(config, state)
+        root = self.state.testfunctions_dir
+        self.library = TestFunctionLibrary(
+            Path(root) if root else None, cache=self.state.testfunction_cache
+        )
+
+    @tool(timeout=120)
+    async def upload_testfunctions(
+        self, ctx: CallContext, *, testfunctions_data: str
+    ) -> dict[str, Any]:
+        """Replace the uploaded collections by those in the base64 zip ``testfunctions_data``."""
+        try:
+            data = base64.b64decode(testfunctions_data, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            return _error(f"testfunctions_data is not valid base64: {exc}")
+        uploads = Path(self.config.run_dir) / _UPLOADS
+        destination = uploads / f"upload-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        try:
+            collections = await ctx.run_in_thread(extract_archive, data, destination)
+        except UnsafeArchive as exc:
+            return _error(f"archive refused: {exc}")
+        except OSError as exc:
+            return _error(f"cannot extract the archive under {uploads}: {exc}")
+        with self.state.lock:
+            previous = self.state.testfunctions_dir
+            self.state.testfunctions_dir = str(destination)
+            self.library.set_root(destination)
+        if previous and Path(previous).parent == uploads:
+            await ctx.run_in_thread(shutil.rmtree, previous, True)
+        return {
+            "status": "success",
+            "message": f"uploaded {len(collections)} collection(s): {', '.join(collections)}",
+            "collections": collections,
+            "path": str(destination),
+        }
+
+    @tool(timeout=10)
+    async def set_variables(
+        self, ctx: CallContext, *, variables: str | dict[str, Any], replace: bool = False
+    ) -> dict[str, Any]:
+        """Merge (or with ``replace``, set) the variables test functions see.
+
+        ``variables`` is a JSON object as a string (a JSON object is accepted too).
+        """
+        if isinstance(variables, str):
+            try:
+                parsed = json.loads(variables)
+            except json.JSONDecodeError as exc:
+                return _error(f"variables is not valid JSON: {exc}")
+        else:
+            parsed = variables
+        if not isinstance(parsed, dict):
+            return _error(f"variables must be a JSON object, got {type(parsed).__name__}")
+        with self.state.lock:
+            if replace:
+                self.state.variables.clear()
+            self.state.variables.update(parsed)
+            names = sorted(self.state.variables)
+        return {"status": "success", "message": f"{len(names)} variable(s) set", "variables": names}
+
+    @tool(timeout=3600)
+    async def run_test(
+        self,
+        ctx: CallContext,
+        *,
+        test_name: str,
+        resolved_test_data: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Run test function ``collection.name`` with ``resolved_test_data`` as its params.
+
+        The test's limit is ``timeout`` if given, else its decorator's, else
+        :data:`~adare_guest.testfunctions.DEFAULT_TEST_TIMEOUT` seconds.
+        """
+        if timeout is not None and timeout <= 0:
+            return _error(f"timeout must be > 0 seconds, got {timeout}")
+        params = dict(resolved_test_data or {})
+        await ctx.emit(EventType.TEST_START, {"test_name": test_name})
+        started = time.monotonic()
+        try:
+            collection, function = self.library.resolve(test_name)
+        except UnknownTestFunction as exc:
+            result = TestResult(TestStatus.UNKNOWN, [str(exc)])
+            await self._report(ctx, test_name, result, started)
+            return _error(str(exc), result=result.to_dict())
+        if function is None:
+            result = TestResult(
+                TestStatus.ERROR,
+                [f"collection {collection.name!r} failed to load", collection.load_error or ""],
+            )
+        else:
+            with self.state.lock:
+                variables = dict(self.state.variables)
+            limit = timeout  # the server grants a grace period beyond a caller's timeout
+            if limit is None:
+                limit = function.timeout or DEFAULT_TEST_TIMEOUT
+                limit = min(limit, max(ctx.remaining() - 1.0, 0.1))
+            result = await arun_test_function(
+                function, params, variables, name=test_name, timeout=limit
+            )
+        await self._report(ctx, test_name, result, started)
+        return {
+            "status": "success",
+            "message": f"{test_name}: {result.status.value}",
+            "result": result.to_dict(),
+        }
+
+    async def _report(
+        self, ctx: CallContext, test_name: str, result: TestResult, started: float
+    ) -> None:
+        data = {
+            "test_name": test_name,
+            "status": result.status.value,
+            "duration": round(time.monotonic() - started, 6),
+        }
+        if result.status in (TestStatus.SUCCESS, TestStatus.WARNING):
+            await ctx.emit(EventType.TEST_COMPLETE, data)
+        else:
+            await ctx.emit(EventType.TEST_FAILED, {**data, "details": result.details})

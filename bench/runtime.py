@@ -1,0 +1,119 @@
+"""Runtime benchmark: one VM, one run, each figure beside what it beats (JSON on stdout).
+
+    python bench/runtime.py [IMAGE]        # IMAGE: manifest, directory or built-in name
+
+Figures: QEMU start → first tool call answered (beside QGA's first answer);
+``get_timestamp`` and ``execute_shell("true")`` round trips (beside QGA ``guest-exec``
++ ``guest-exec-status`` polling); 64 MiB pull MB/s (beside QGA ``guest-file-read``);
+serial-transport round trip.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pytest_adare.image.manifest import resolve_image
+from pytest_adare.loop_thread import shared_loop
+from pytest_adare.qga import QGAClient
+from pytest_adare.vm import VM
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return {
+        "p50_ms": round(statistics.median(ordered) * 1000, 2),
+        "p99_ms": round(p99 * 1000, 2),
+        "n": len(ordered),
+    }
+
+
+def timed(fn: Callable[[], Any], n: int) -> list[float]:
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t)
+    return samples
+
+
+def main(image: str) -> dict[str, Any]:
+    manifest = resolve_image(image, progress=lambda line: print(line, file=sys.stderr))
+    workdir = Path(tempfile.mkdtemp(prefix="adare-bench-"))
+    vm = VM(manifest, workdir, name="bench")
+    qga_first: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    def on_progress(line: str) -> None:
+        print(line, file=sys.stderr)
+        if " qemu: " in line and not qga_first:  # QEMU runs: race QGA against the agent
+            qga_first["started"] = time.perf_counter()
+            threading.Thread(target=wait_for_qga, daemon=True).start()
+
+    def wait_for_qga() -> None:
+        QGAClient(vm.machine.qga_path).sync(timeout=300)
+        qga_first["answered"] = time.perf_counter()
+
+    try:
+        vm.start(progress=on_progress)
+        vm.guest.call("get_timestamp")
+        agent_ready = time.perf_counter() - t0
+        qemu_up = qga_first["started"] - t0
+        deadline = time.monotonic() + 300
+        while "answered" not in qga_first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        figures: dict[str, Any] = {
+            "accel": vm.machine.accel,
+            "phases_s": {p.name: round(p.seconds, 3) for p in vm.phases},
+            "start_to_first_tool_answer_s": round(agent_ready, 3),
+            "start_to_first_qga_answer_s": round(qga_first.get("answered", float("nan")) - t0, 3),
+            "qemu_launch_s": round(qemu_up, 3),
+        }
+        guest = vm.guest
+        figures["get_timestamp"] = percentiles(timed(lambda: guest.call("get_timestamp"), 200))
+        figures["execute_shell_true"] = percentiles(timed(lambda: guest.shell("true"), 50))
+        qga = vm.qga
+        figures["qga_guest_exec_true"] = percentiles(
+            timed(lambda: shared_loop().run(qga.exec(["true"])), 20)
+        )
+        guest.shell("head -c 64M /dev/urandom > /tmp/bench-64m").check()
+        size = 64 * 2**20
+        t = time.perf_counter()
+        guest.pull("/tmp/bench-64m", workdir / "pulled")
+        agent_s = time.perf_counter() - t
+        t = time.perf_counter()
+        shared_loop().run(qga.file_read("/tmp/bench-64m", timeout=600))
+        qga_s = time.perf_counter() - t
+        figures["pull_64mib"] = {
+            "agent_mb_s": round(size / agent_s / 1e6, 1),
+            "qga_guest_file_read_mb_s": round(size / qga_s / 1e6, 1),
+        }
+        figures["serial_get_timestamp"] = serial_round_trip(vm)
+        return figures
+    finally:
+        vm.close()
+
+
+def serial_round_trip(vm: VM) -> dict[str, Any]:
+    try:
+        from pytest_adare.serial_client import SerialAgentClient
+    except ImportError as exc:
+        return {"error": f"serial client unavailable: {exc}"}
+    client = shared_loop().run(SerialAgentClient.connect(vm.machine.agent_serial_path), 60)
+    try:
+        samples = timed(lambda: shared_loop().run(client.call("get_timestamp", {}, 30)), 30)
+        return percentiles(samples)
+    finally:
+        shared_loop().run(client.close(), 30)
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1] if len(sys.argv) > 1 else "debian"), indent=2))

@@ -1,0 +1,143 @@
+"""The agent bundle: one zipapp file that runs the guest agent on a stock ``python3``.
+
+``python3 bundle.pyz RUN_DIR [--serial DEV] ...`` runs :func:`adare_guest.cli.main`.
+The zip holds ``adare_guest``, ``frame_codec`` and the pure-Python parts of
+``websockets`` and ``serial`` (pyserial), copied from the host's installed
+packages; with ``gui=True`` also ``pyautogui`` and its pure-Python dependencies
+(the guest brings ``python3-xlib`` and ``python3-pil`` itself). No compiled
+extension goes in: ``websockets`` falls back to pure Python when its
+``speedups`` module is absent.
+
+Each module also goes in as a ``.pyc`` compiled with the unchecked-hash
+invalidation mode (no timestamps), so a guest Python of the host's minor
+version imports without compiling. The zip is deterministic (fixed timestamps,
+sorted entries) and cached by content under
+``$XDG_CACHE_HOME/pytest-adare/bundles/``.
+
+Example::
+
+    bundle = build_agent_bundle()
+    subprocess.run(["python3", str(bundle.path), "/tmp/run"])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import os
+import py_compile
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from adare_guest import __version__
+from adare_guest.identity import bundle_hash
+
+AGENT_PACKAGES = ("adare_guest", "frame_codec", "websockets", "serial")
+GUI_PACKAGES = (
+    "pyautogui",
+    "pymsgbox",
+    "pytweening",
+    "pyscreeze",
+    "pygetwindow",
+    "mouseinfo",
+    "pyrect",
+    "pyperclip",
+)
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+_MAIN = b"import sys\nfrom adare_guest.cli import main\n\nsys.exit(main())\n"
+
+
+@dataclass(frozen=True)
+class AgentBundle:
+    """A built bundle: where it is and who it is."""
+
+    path: Path
+    sha256: str
+    bundle_hash: str
+    version: str
+
+
+def cache_root() -> Path:
+    """``$XDG_CACHE_HOME/pytest-adare`` (``~/.cache/pytest-adare`` by default)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-adare"
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"package {name!r} is not installed on the host")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _package_files(name: str) -> list[tuple[str, Path]]:
+    """``(archive name, file)`` for every ``.py`` (and typed marker) of an installed package."""
+    root = _package_dir(name)
+    found: list[tuple[str, Path]] = []
+    for path in root.rglob("*"):
+        if "__pycache__" in path.parts or not path.is_file():
+            continue
+        if path.suffix == ".py" or path.name == "py.typed":
+            found.append((f"{name}/{path.relative_to(root).as_posix()}", path))
+    return sorted(found)
+
+
+def _compile(source: Path, archive_name: str) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "out.pyc"
+        py_compile.compile(
+            str(source),
+            cfile=str(target),
+            dfile=archive_name,
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
+        return target.read_bytes()
+
+
+def _entry(name: str, data: bytes) -> tuple[zipfile.ZipInfo, bytes]:
+    info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o644 << 16
+    return info, data
+
+
+def bundle_bytes(gui: bool = False) -> bytes:
+    """The bundle's bytes (deterministic for the same installed packages)."""
+    packages = AGENT_PACKAGES + (GUI_PACKAGES if gui else ())
+    entries = [_entry("__main__.py", _MAIN)]
+    for package in packages:
+        for name, path in _package_files(package):
+            entries.append(_entry(name, path.read_bytes()))
+            if name.endswith(".py"):
+                entries.append(_entry(name + "c", _compile(path, name)))
+    buffer = io.BytesIO()
+    buffer.write(b"#!/usr/bin/env python3\n")
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for info, data in sorted(entries, key=lambda e: e[0].filename):
+            archive.writestr(info, data, compresslevel=6)
+    return buffer.getvalue()
+
+
+def build_agent_bundle(gui: bool = False) -> AgentBundle:
+    """Build (or reuse from the cache) the agent bundle for the installed agent code.
+
+    :raise ModuleNotFoundError: a package the bundle needs is not installed.
+    """
+    data = bundle_bytes(gui)
+    digest = hashlib.sha256(data).hexdigest()
+    directory = cache_root() / "bundles"
+    directory.mkdir(parents=True, exist_ok=True)
+    flavour = "gui" if gui else "console"
+    path = directory / f"adare-agent-{__version__}-{flavour}-{digest[:16]}.pyz"
+    if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".part")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    return AgentBundle(path=path, sha256=digest, bundle_hash=bundle_hash(), version=__version__)
+

@@ -1,0 +1,181 @@
+"""``adare-image build debian [--desktop]``: a bootable Debian guest from Debian packages.
+
+Phases (one progress line each): check the host, mmdebstrap the root file
+system, lay out the adare init and the baked agent, cut the initrd, make the
+ext4 disk with ``mkfs.ext4 -d`` (no mounting), convert it to qcow2, write the
+manifest. Everything happens in a temporary sibling directory that is renamed
+into place at the end, so a half-built image is never seen at ``out``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pytest_adare.agent_bundle import build_agent_bundle
+from pytest_adare.errors import ImageError
+from pytest_adare.image.initrd import build_initrd
+from pytest_adare.image.manifest import AgentSpec, ImageManifest, write_manifest
+from pytest_adare.image.recipe import DEFAULT_MIRROR, Recipe
+from pytest_adare.image.rootfs import (
+    bootstrap,
+    install_adare_layout,
+    run_logged,
+    strip_rootfs,
+    take_kernel,
+)
+
+SERIAL_DEVICE = "/dev/ttyS1"
+# (command, apt package) the build needs on the host.
+HOST_TOOLS = (("mmdebstrap", "mmdebstrap"), ("mkfs.ext4", "e2fsprogs"), ("qemu-img", "qemu-utils"))
+_MIN_FREE_MIB = 256
+
+Progress = Callable[[str], None]
+
+
+def check_host() -> None:
+    """:raise ImageError: not root, or a needed host tool is missing (names apt packages)."""
+    missing = [package for tool, package in HOST_TOOLS if shutil.which(tool) is None]
+    if missing:
+        raise ImageError(
+            "building a Debian image needs tools that are not installed; run: "
+            f"apt-get install {' '.join(missing)}"
+        )
+    if os.geteuid() != 0:
+        raise ImageError(
+            "building a Debian image needs root (mmdebstrap installs packages as root and "
+            "mkfs.ext4 -d keeps file ownership): run adare-image build with sudo"
+        )
+
+
+class PhaseClock:
+    """Times build phases and reports one line per phase to ``progress``."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.start = time.monotonic()
+        self.phases: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str, detail: str = "") -> Iterator[None]:
+        began = time.monotonic()
+        yield
+        took = time.monotonic() - began
+        self.phases[name] = round(took, 2)
+        total = time.monotonic() - self.start
+        suffix = f"  ({detail})" if detail else ""
+        self.progress(f"[{total:6.1f}s] {name:<10} {took:6.1f} s{suffix}")
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _tree_size(root: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath, name)
+            if not path.is_symlink():
+                total += path.stat().st_size
+    return total
+
+
+def make_disk(rootfs: Path, work: Path, out: Path, log: Path) -> None:
+    """ext4 (from ``rootfs``, without mounting) -> qcow2 at ``out``."""
+    used_mib = _tree_size(rootfs) // (1 << 20)
+    size_mib = max(1024, used_mib * 2 + _MIN_FREE_MIB)
+    raw = work / "root.raw"
+    with raw.open("wb") as handle:
+        handle.truncate(size_mib << 20)
+    # Inode tables zeroed now: otherwise the guest kernel's lazy init writes them at boot.
+    run_logged(["mkfs.ext4", "-q", "-F", "-L", "adare-root", "-d", str(rootfs),
+                "-E", "lazy_itable_init=0,lazy_journal_init=0", str(raw)],
+               log, "mkfs.ext4", timeout=600)
+    run_logged(["qemu-img", "convert", "-O", "qcow2", str(raw), str(out)],
+               log, "qemu-img convert", timeout=600)
+    raw.unlink()
+
+
+def _replace_dir(built: Path, out: Path) -> None:
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+        built.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        built.rename(out)
+
+
+def build_image(
+    recipe: Recipe, out: Path, *, mirror: str = DEFAULT_MIRROR, progress: Progress = print
+) -> Path:
+    """Build ``recipe`` into the directory ``out``; returns the manifest path.
+
+    :raise ImageError: the host lacks a tool or root, or a build step failed
+        (the message holds the tail of the build log).
+    """
+    clock = PhaseClock(progress)
+    with clock.phase("host", "root, mmdebstrap, mkfs.ext4, qemu-img"):
+        check_host()
+        bundle = build_agent_bundle(gui=recipe.desktop)
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    work = Path(tempfile.mkdtemp(prefix="adare-image-build-"))
+    stage.chmod(0o755)
+    log = stage / "build.log"
+    try:
+        rootfs = work / "rootfs"
+        with clock.phase("rootfs", f"mmdebstrap {recipe.suite}, {len(recipe.packages) + 1} "
+                                   "packages and their dependencies"):
+            bootstrap(recipe, rootfs, work / "kernel", mirror, log)
+        with clock.phase("layout", "busybox init, qemu-ga, baked agent"):
+            install_adare_layout(recipe, rootfs, bundle.path, SERIAL_DEVICE)
+            modules = take_kernel(recipe, work / "kernel", rootfs, stage)
+        with clock.phase("initrd"):
+            loaded = build_initrd(modules, recipe.initrd_modules, rootfs / "bin/busybox",
+                                  recipe.script("initrd-init.sh"), stage / "initrd.gz")
+            strip_rootfs(rootfs)
+        with clock.phase("disk", "mkfs.ext4 -d, qemu-img convert"):
+            make_disk(rootfs, work, stage / "disk.qcow2", log)
+        manifest = ImageManifest(
+            name=recipe.name,
+            disk=stage / "disk.qcow2",
+            format="qcow2",
+            kernel=stage / "vmlinuz",
+            initrd=stage / "initrd.gz",
+            append=recipe.append,
+            agent=AgentSpec(serial_device=SERIAL_DEVICE, baked=True, version=bundle.version,
+                            bundle_hash=bundle.bundle_hash, fw_cfg=True),
+            desktop=recipe.desktop,
+            display=recipe.display,
+            memory_mib=recipe.memory_mib,
+            disk_sha256=file_sha256(stage / "disk.qcow2"),
+            recipe_hash=recipe.recipe_hash(),
+            built_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        write_manifest(manifest, stage)
+        with log.open("a") as handle:
+            handle.write(f"initrd modules: {' '.join(loaded)}\nphases: {clock.phases}\n")
+        _replace_dir(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    manifest_path = out / "adare-image.json"
+    progress(f"[{time.monotonic() - clock.start:6.1f}s] done       manifest {manifest_path}")
+    return manifest_path

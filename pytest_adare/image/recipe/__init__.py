@@ -1,0 +1,105 @@
+"""What goes into the built-in Debian images, and the hash that names a build.
+
+The recipe hash covers everything that changes the image's contents (suite,
+packages, kernel modules, boot arguments, the init scripts in this directory,
+:data:`BUILDER_VERSION`) and deliberately not the agent code: a newer agent is
+handed to the guest at boot through fw_cfg, so an agent change needs no rebuild.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from importlib import resources
+
+BUILDER_VERSION = 1
+DEFAULT_SUITE = "bookworm"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+_CONSOLE_PACKAGES = ("python3", "qemu-guest-agent", "iproute2", "kmod", "busybox-static")
+_DESKTOP_PACKAGES = (
+    "udev",
+    "xserver-xorg-core",
+    "xserver-xorg-input-libinput",
+    "xinit",
+    "openbox",
+    "xterm",
+    "x11-xserver-utils",
+    "python3-xlib",
+    "python3-pil",
+)
+_VIRTIO_MODULES = ("virtio_pci", "virtio_blk", "virtio_net", "virtio_console", "qemu_fw_cfg")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One built-in image: its packages, kernel, boot arguments and init scripts."""
+
+    name: str
+    suite: str
+    packages: tuple[str, ...]
+    kernel_package: str
+    initrd_modules: tuple[str, ...]
+    keep_modules: bool
+    """Keep ``/lib/modules`` in the root disk (udev loads drivers on demand)."""
+    append: str
+    desktop: bool
+    display: tuple[int, int] | None
+    memory_mib: int
+    python_flags: str
+    """Flags for the agent's ``python3``: ``-S`` skips site-packages (faster start)."""
+    scripts: tuple[str, ...]
+    inittab_extra: tuple[str, ...]
+
+    def script(self, name: str) -> bytes:
+        """The bytes of one recipe file in this package."""
+        return resources.files(__name__).joinpath(name).read_bytes()
+
+    def recipe_hash(self) -> str:
+        """A short sha256 of every input that changes the built image."""
+        digest = hashlib.sha256()
+        fields = asdict(self)
+        fields["builder_version"] = BUILDER_VERSION
+        digest.update(json.dumps(fields, sort_keys=True).encode())
+        for name in sorted({*self.scripts, "initrd-init.sh"}):
+            digest.update(name.encode() + b"\0" + self.script(name))
+        return digest.hexdigest()[:16]
+
+
+_COMMON_SCRIPTS = ("sysinit.sh", "agent-service.sh", "qga-service.sh", "shutdown.sh")
+
+
+def debian_recipe(desktop: bool = False, suite: str = DEFAULT_SUITE) -> Recipe:
+    """The built-in ``debian`` (console) or ``debian-desktop`` recipe."""
+    if not desktop:
+        return Recipe(
+            name="debian",
+            suite=suite,
+            packages=_CONSOLE_PACKAGES,
+            kernel_package="linux-image-cloud-amd64",
+            initrd_modules=_VIRTIO_MODULES,
+            keep_modules=False,
+            append="console=ttyS0 quiet root=/dev/vda",
+            desktop=False,
+            display=None,
+            memory_mib=256,
+            python_flags="-S",
+            scripts=_COMMON_SCRIPTS,
+            inittab_extra=(),
+        )
+    return Recipe(
+        name="debian-desktop",
+        suite=suite,
+        packages=_CONSOLE_PACKAGES + _DESKTOP_PACKAGES,
+        kernel_package="linux-image-amd64",
+        initrd_modules=_VIRTIO_MODULES,
+        keep_modules=True,
+        append="console=ttyS0 quiet root=/dev/vda",
+        desktop=True,
+        display=(1024, 768),
+        memory_mib=768,
+        python_flags="",
+        scripts=(*_COMMON_SCRIPTS, "sysinit-extra-desktop.sh", "desktop-session.sh"),
+        inittab_extra=("::respawn:/adare/init/desktop-session.sh",),
+    )

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Respawned by busybox init: X on the VM's display, openbox, and a focused xterm.
+. /adare/init/agent.env
+echo "adare-init: starting X on :0" > /dev/console
+# No screen saver or DPMS: a blank screen would break screenshots in long tests.
+Xorg :0 vt7 -nolisten tcp -s 0 -dpms -noreset > /adare/run/xorg.out 2>&1 &
+xorg=$!
+tries=0
+while [ ! -S /tmp/.X11-unix/X0 ] && [ "$tries" -lt 300 ]; do
+    sleep 0.1
+    tries=$((tries + 1))
+done
+if [ ! -S /tmp/.X11-unix/X0 ]; then
+    echo "adare-init: X did not start; see /adare/run/xorg.out" > /dev/console
+    kill "$xorg"
+    sleep 5
+    exit 1
+fi
+[ -n "$ADARE_DISPLAY" ] && xrandr -s "$ADARE_DISPLAY" > /dev/null 2>&1
+# openbox runs --startup once it manages the screen, so the new xterm gets the focus.
+openbox --startup "xterm -geometry 100x30+40+40" > /adare/run/openbox.out 2>&1 &
+echo "adare-init: desktop started" > /dev/console
+wait "$xorg"
+echo "adare-init: X exited; restarting" > /dev/console

@@ -1,0 +1,10 @@
+#!/bin/sh
+# Respawned by busybox init: qemu-ga on the org.qemu.guest_agent.0 virtio port.
+port=/dev/virtio-ports/org.qemu.guest_agent.0
+if [ ! -e "$port" ]; then
+    # No QGA channel on this VM: look again later instead of spinning.
+    sleep 30
+    exit 0
+fi
+echo "adare-init: qemu-ga started" > /dev/console
+exec /usr/sbin/qemu-ga --method=virtio-serial --path="$port"

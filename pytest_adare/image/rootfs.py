@@ -1,0 +1,178 @@
+"""The root file system of a built-in image: mmdebstrap, then the adare layout.
+
+PID 1 is busybox ``init`` with an inittab generated from the recipe: a sysinit
+script (mounts, static network, fw_cfg hand-off), respawned ``qemu-ga``, agent
+and root shell on ``ttyS0``. No systemd: under TCG it costs ~40 s of boot.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from pytest_adare.errors import ImageError
+from pytest_adare.image.recipe import Recipe
+
+# Leave out what nobody reads inside a test guest.
+_DPKG_EXCLUDES = (
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+    "path-exclude=/usr/share/info/*",
+    "path-exclude=/usr/share/lintian/*",
+    "path-exclude=/usr/share/locale/*",
+    "path-include=/usr/share/locale/locale.alias",
+)
+_BUSYBOX_POWER = ("poweroff", "reboot", "halt")
+
+
+def run_logged(argv: list[str], log: Path, what: str, timeout: float) -> None:
+    """Run a build command with its output appended to ``log``.
+
+    :raise ImageError: it failed or ran out of time; the message holds the log's tail.
+    """
+    with log.open("ab") as handle:
+        handle.write(f"$ {' '.join(argv)}\n".encode())
+        handle.flush()
+        try:
+            result = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise ImageError(f"{what} took longer than {timeout:.0f} s\n{_tail(log)}") from exc
+    if result.returncode != 0:
+        raise ImageError(f"{what} failed with exit code {result.returncode}\n{_tail(log)}")
+
+
+def _tail(log: Path, lines: int = 25) -> str:
+    text = log.read_text(errors="replace").splitlines()[-lines:]
+    return f"last lines of {log}:\n" + "\n".join(f"  | {line}" for line in text)
+
+
+# After copying the kernel out, purge it with what only it needed (initramfs-tools,
+# perl, udev...): about half of the root file system.
+# (the host's apt acts on the chroot through mmdebstrap's apt config: no apt inside).
+_PURGE_KERNEL = (
+    'DEBIAN_FRONTEND=noninteractive APT_CONFIG="$MMDEBSTRAP_APT_CONFIG" '
+    "apt-get -y -q purge --autoremove "
+    "$(chroot \"$1\" dpkg-query -W -f='${Package} ' 'linux-image-*')"
+)
+
+
+def bootstrap(recipe: Recipe, target: Path, kernel_dir: Path, mirror: str, log: Path) -> None:
+    """Install the recipe's packages into ``target`` with ``mmdebstrap`` (as root).
+
+    The kernel's ``/boot`` and ``/lib/modules`` are copied to ``kernel_dir`` and the
+    kernel packages are purged from ``target``.
+    """
+    kernel_dir.mkdir(parents=True)
+    argv = [
+        "mmdebstrap", "--variant=essential", "--mode=root",
+        "--include=" + ",".join((*recipe.packages, recipe.kernel_package)),
+        "--aptopt=Acquire::Retries \"3\"",
+        *(f"--dpkgopt={rule}" for rule in _DPKG_EXCLUDES),
+        f"--customize-hook=copy-out /boot /lib/modules {kernel_dir}",
+        f"--customize-hook={_PURGE_KERNEL}",
+        recipe.suite, str(target), mirror,
+    ]
+    run_logged(argv, log, f"mmdebstrap {recipe.suite} from {mirror}", timeout=1800)
+
+
+def kernel_version(kernel_dir: Path) -> str:
+    """The single kernel version copied out to ``kernel_dir``."""
+    versions = sorted(p.name for p in (kernel_dir / "modules").iterdir())
+    if len(versions) != 1:
+        raise ImageError(f"expected one kernel in {kernel_dir}/modules, found {versions}")
+    return versions[0]
+
+
+def inittab(recipe: Recipe) -> str:
+    """busybox init's table: sysinit, the respawned services, the console shell."""
+    lines = [
+        "::sysinit:/adare/init/sysinit.sh",
+        "::respawn:/adare/init/qga-service.sh",
+        "::respawn:/adare/init/agent-service.sh",
+        *recipe.inittab_extra,
+        "ttyS0::respawn:-/bin/sh",
+        "::ctrlaltdel:/bin/busybox reboot",
+        "::shutdown:/bin/busybox sync",
+        "::shutdown:/bin/busybox umount -a -r",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _agent_env(recipe: Recipe, serial_device: str) -> str:
+    env = {
+        "ADARE_SERIAL": serial_device,
+        "ADARE_PYTHON_FLAGS": recipe.python_flags,
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin:/adare/bin",
+        "HOME": "/root",
+    }
+    if recipe.desktop:
+        assert recipe.display is not None
+        env["DISPLAY"] = ":0"
+        env["ADARE_DISPLAY"] = f"{recipe.display[0]}x{recipe.display[1]}"
+    return "".join(f"export {key}='{value}'\n" for key, value in env.items())
+
+
+def install_adare_layout(recipe: Recipe, rootfs: Path, bundle: Path, serial_device: str) -> None:
+    """Put the init, the service scripts and the baked agent into ``rootfs``."""
+    init_dir = rootfs / "adare/init"
+    init_dir.mkdir(parents=True)
+    (rootfs / "adare/agent").mkdir()
+    (rootfs / "adare/run").mkdir()
+    for name in recipe.scripts:
+        script = init_dir / name.replace("-desktop", "")
+        script.write_bytes(recipe.script(name))
+        script.chmod(0o755)
+    (init_dir / "agent.env").write_text(_agent_env(recipe, serial_device))
+    shutil.copyfile(bundle, rootfs / "adare/agent/bundle.pyz")
+    (rootfs / "etc/inittab").write_text(inittab(recipe))
+    (rootfs / "etc/hostname").write_text(f"adare-{recipe.name}\n")
+    resolv = rootfs / "etc/resolv.conf"
+    resolv.unlink(missing_ok=True)
+    resolv.symlink_to("/run/resolv.conf")
+    _install_busybox_applets(rootfs)
+    sbin = rootfs / "sbin"
+    for name in ("init", *_BUSYBOX_POWER):
+        if not (sbin / name).exists():
+            (sbin / name).symlink_to("/bin/busybox")
+    if not (sbin / "shutdown").exists():
+        shutil.copyfile(init_dir / "shutdown.sh", sbin / "shutdown")
+        (sbin / "shutdown").chmod(0o755)
+
+
+def _install_busybox_applets(rootfs: Path) -> None:
+    """Link busybox's applets into ``/adare/bin``, last on PATH (Debian's tools win)."""
+    listing = subprocess.run([str(rootfs / "bin/busybox"), "--list"], capture_output=True,
+                             text=True, check=True, timeout=30).stdout.split()
+    bin_dir = rootfs / "adare/bin"
+    bin_dir.mkdir()
+    for applet in listing:
+        (bin_dir / applet).symlink_to("/bin/busybox")
+    profile = rootfs / "etc/profile.d/adare.sh"
+    profile.parent.mkdir(exist_ok=True)
+    profile.write_text('PATH="$PATH:/adare/bin"\n')
+
+
+def take_kernel(recipe: Recipe, kernel_dir: Path, rootfs: Path, out_dir: Path) -> Path:
+    """Copy ``vmlinuz`` to ``out_dir`` (and the modules back into ``rootfs`` if the recipe
+    keeps them); returns the modules directory for the initrd."""
+    version = kernel_version(kernel_dir)
+    shutil.copyfile(kernel_dir / f"boot/vmlinuz-{version}", out_dir / "vmlinuz")
+    modules = kernel_dir / "modules" / version
+    if recipe.keep_modules:
+        shutil.copytree(modules, rootfs / "lib/modules" / version, symlinks=True)
+    return modules
+
+
+def strip_rootfs(rootfs: Path) -> None:
+    """Drop what the booted guest never reads (leftover apt lists and caches)."""
+    for leftover in ("var/lib/apt/lists", "var/cache/apt", "var/cache/debconf", "boot"):
+        target = rootfs / leftover
+        if target.is_dir():
+            for child in target.iterdir():
+                if child.is_file() or child.is_symlink():
+                    child.unlink()
+                else:
+                    shutil.rmtree(child)

@@ -1,0 +1,297 @@
+"""Getting our agent running in a guest: over QGA, or handed over at boot (fw_cfg).
+
+Two paths (DESIGN §5, docs/runtime.md):
+
+* **Boot-time hand-off** (built-in images: manifest ``agent.baked`` and ``agent.fw_cfg``):
+  :func:`boot_handoff` writes the per-VM ``config.json`` (and the host's bundle when
+  its hash differs from the baked one) as ``-fw_cfg`` files; the guest's init starts
+  the agent. No QGA round trip at all.
+* **Install over QGA** (any Linux/Windows guest with ``qemu-ga`` and Python 3):
+  :func:`install_agent` opens the firewall port, asks the installed agent (if any) for
+  its identity and skips the upload when it equals ours, else writes the bundle with
+  QGA file writes; then writes ``config.json`` with the token and starts the agent
+  detached with ``guest-exec``.
+"""
+
+from __future__ import annotations
+
+import json
+import ntpath
+import posixpath
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_adare.agent_bundle import AgentBundle
+from pytest_adare.errors import QGAError
+from pytest_adare.image.manifest import ImageManifest
+from pytest_adare.qga import AsyncQGAClient
+
+AGENT_PORT = 18765
+FW_CFG_CONFIG = "opt/adare/config.json"
+FW_CFG_BUNDLE = "opt/adare/bundle.pyz"
+IDENTITY_SCRIPT = (
+    "import json, sys; sys.path.insert(0, sys.argv[1]); "
+    "from adare_guest.identity import agent_identity; print(json.dumps(agent_identity()))"
+)
+
+
+STOP_SCRIPT = (
+    "import os, signal, sys\n"
+    "for p in filter(str.isdigit, os.listdir('/proc')):\n"
+    "    try: cmd = open('/proc/%s/cmdline' % p, 'rb').read().split(b'\\0')\n"
+    "    except OSError: continue\n"
+    "    if int(p) != os.getpid() and sys.argv[1].encode() in cmd[1:3]:\n"
+    "        os.kill(int(p), signal.SIGTERM)\n"
+)
+
+
+def new_token() -> str:
+    """A fresh per-VM bearer token."""
+    return secrets.token_urlsafe(24)
+
+
+@dataclass(frozen=True)
+class GuestLayout:
+    """Where the agent lives in the guest: ``<root>/agent/bundle.pyz``, ``<root>/run/``."""
+
+    os: str
+    run_dir: str
+    serial_device: str | None
+
+    @classmethod
+    def for_manifest(cls, manifest: ImageManifest) -> GuestLayout:
+        """The layout the image's manifest names (run dir, serial device)."""
+        run_dir = manifest.agent.run_dir
+        if manifest.os == "windows" and run_dir == "/adare/run":
+            run_dir = r"C:\adare\run"
+        return cls(manifest.os, run_dir, manifest.agent.serial_device)
+
+    def _join(self, *parts: str) -> str:
+        if self.os == "windows":
+            return ntpath.join(*parts)
+        return posixpath.join(*parts)
+
+    @property
+    def agent_dir(self) -> str:
+        """Sibling of the run dir: ``/adare/agent`` for ``/adare/run``."""
+        parent = (
+            ntpath.dirname(self.run_dir)
+            if self.os == "windows"
+            else posixpath.dirname(self.run_dir)
+        )
+        return self._join(parent, "agent")
+
+    @property
+    def bundle_path(self) -> str:
+        return self._join(self.agent_dir, "bundle.pyz")
+
+    @property
+    def config_path(self) -> str:
+        return self._join(self.run_dir, "config.json")
+
+    @property
+    def log_path(self) -> str:
+        """The agent's log file (``logfile`` in config.json)."""
+        return self._join(self.run_dir, "agent.log")
+
+    @property
+    def output_path(self) -> str:
+        """Where the agent's stdout/stderr go (a crash before logging starts lands here)."""
+        return self._join(self.run_dir, "agent.out")
+
+    @property
+    def python(self) -> str:
+        return "python" if self.os == "windows" else "python3"
+
+
+def agent_config(
+    layout: GuestLayout, token: str, overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The agent's ``config.json`` for one VM (``overrides`` win, e.g. ``host``)."""
+    config: dict[str, Any] = {
+        "host": "0.0.0.0",
+        "port": AGENT_PORT,
+        "token": token,
+        "logfile": layout.log_path,
+        "log_level": "INFO",
+    }
+    if layout.serial_device:
+        config["serial_device"] = layout.serial_device
+    config.update(overrides or {})
+    return config
+
+
+def uses_boot_handoff(manifest: ImageManifest) -> bool:
+    """True for images whose init starts the baked agent with fw_cfg-provided settings."""
+    return manifest.agent.baked and manifest.agent.fw_cfg
+
+
+def boot_handoff(
+    manifest: ImageManifest, workdir: Path, config: Mapping[str, Any], bundle: AgentBundle
+) -> tuple[dict[str, Path], bool]:
+    """The ``-fw_cfg`` files for a built-in image, and whether the bundle is among them.
+
+    The bundle goes along only when its hash differs from the one baked in the image.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_file = workdir / "agent-config.json"
+    config_file.write_text(json.dumps(dict(config), indent=1))
+    entries = {FW_CFG_CONFIG: config_file}
+    replaced = manifest.agent.bundle_hash != bundle.bundle_hash
+    if replaced:
+        entries[FW_CFG_BUNDLE] = bundle.path
+    return entries, replaced
+
+
+@dataclass(frozen=True)
+class InstallReport:
+    """What :func:`install_agent` did: ``action`` is ``skipped`` or ``installed``."""
+
+    action: str
+    firewall: str
+    installed_identity: dict[str, Any] | None
+    seconds: float
+
+    def describe(self) -> str:
+        """One line for the progress output."""
+        found = self.installed_identity
+        had = (
+            f"found {found.get('version')} {str(found.get('bundle_hash'))[:12]}"
+            if found
+            else "none found"
+        )
+        return f"{self.action} ({had}; firewall: {self.firewall})"
+
+
+async def _run(qga: AsyncQGAClient, argv: list[str], timeout: float = 60.0) -> tuple[int, str, str]:
+    result = await qga.exec(argv, timeout=timeout)
+    return (
+        result.exitcode,
+        result.stdout.decode("utf-8", "replace"),
+        result.stderr.decode("utf-8", "replace"),
+    )
+
+
+async def open_firewall(qga: AsyncQGAClient, layout: GuestLayout) -> str:
+    """Open the agent's port in the guest firewall (in memory only); says what it did."""
+    if layout.os == "windows":
+        rule = (
+            "New-NetFirewallRule -DisplayName 'adare agent' -Direction Inbound "
+            f"-Protocol TCP -LocalPort {AGENT_PORT} -Action Allow | Out-Null"
+        )
+        code, _, err = await _run(qga, ["powershell", "-NoProfile", "-Command", rule])
+        return "rule added" if code == 0 else f"New-NetFirewallRule failed: {err.strip()[:200]}"
+    # Not --permanent: only firewalld's runtime state changes, nothing on disk.
+    script = (
+        "command -v firewall-cmd >/dev/null 2>&1 || { echo absent; exit 0; }; "
+        f"firewall-cmd --add-port={AGENT_PORT}/tcp"
+    )
+    code, out, err = await _run(qga, ["/bin/sh", "-c", script])
+    text = (out + err).strip()
+    if text == "absent":
+        return "no firewall-cmd"
+    return (
+        f"firewall-cmd: {text[:200]}"
+        if code == 0
+        else f"firewall-cmd failed ({code}): {text[:200]}"
+    )
+
+
+async def installed_identity(qga: AsyncQGAClient, layout: GuestLayout) -> dict[str, Any] | None:
+    """The identity of the agent bundle already in the guest, or None when there is none."""
+    code, out, _ = await _run(qga, [layout.python, "-c", IDENTITY_SCRIPT, layout.bundle_path])
+    if code != 0:
+        return None
+    try:
+        found = json.loads(out)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+async def stop_agent(qga: AsyncQGAClient, layout: GuestLayout) -> None:
+    """Stop agents started from our bundle path (a re-install replaces them)."""
+    if layout.os == "windows":
+        return  # started fresh each boot; a running one keeps its port (documented)
+    await _run(qga, [layout.python, "-c", STOP_SCRIPT, layout.bundle_path])
+
+
+async def start_agent(qga: AsyncQGAClient, layout: GuestLayout) -> None:
+    """Start the agent detached (it outlives the ``guest-exec`` that started it)."""
+    if layout.os == "windows":
+        command = (
+            f"Start-Process -WindowStyle Hidden -FilePath {layout.python} "
+            f"-ArgumentList '{layout.bundle_path}','{layout.run_dir}' "
+            f"-RedirectStandardOutput '{layout.output_path}'"
+        )
+        await qga.spawn(["powershell", "-NoProfile", "-Command", command])
+        return
+    command = (
+        f"cd '{layout.run_dir}' && nohup setsid {layout.python} '{layout.bundle_path}' "
+        f"'{layout.run_dir}' > '{layout.output_path}' 2>&1 < /dev/null &"
+    )
+    code, _, err = await _run(qga, ["/bin/sh", "-c", command])
+    if code != 0:
+        raise QGAError(f"could not start the agent in the guest: {err.strip()[:300]}")
+
+
+async def _make_dirs(qga: AsyncQGAClient, layout: GuestLayout) -> None:
+    if layout.os == "windows":
+        command = f"New-Item -ItemType Directory -Force '{layout.agent_dir}','{layout.run_dir}'"
+        argv = ["powershell", "-NoProfile", "-Command", command]
+    else:
+        argv = ["mkdir", "-p", layout.agent_dir, layout.run_dir]
+    code, _, err = await _run(qga, argv)
+    if code != 0:
+        raise QGAError(f"could not create {layout.agent_dir} in the guest: {err.strip()[:300]}")
+
+
+async def _replace_file(qga: AsyncQGAClient, layout: GuestLayout, source: str, target: str) -> None:
+    if layout.os == "windows":
+        command = f"Move-Item -Force '{source}' '{target}'"
+        argv = ["powershell", "-NoProfile", "-Command", command]
+    else:
+        argv = ["mv", "-f", source, target]
+    code, _, err = await _run(qga, argv)
+    if code != 0:
+        raise QGAError(f"could not move {source} to {target} in the guest: {err.strip()[:300]}")
+
+
+async def install_agent(
+    qga: AsyncQGAClient,
+    layout: GuestLayout,
+    bundle: AgentBundle,
+    config: Mapping[str, Any],
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> InstallReport:
+    """The install lifecycle over QGA (QGA must already answer: see ``AsyncQGAClient.sync``).
+
+    :raise QGAError: a QGA step failed (the message names it).
+    """
+    started = time.monotonic()
+    firewall = await open_firewall(qga, layout)
+    found = await installed_identity(qga, layout)
+    same = (
+        found is not None
+        and found.get("bundle_hash") == bundle.bundle_hash
+        and found.get("version") == bundle.version
+    )
+    await _make_dirs(qga, layout)
+    await stop_agent(qga, layout)
+    if not same:
+        if progress is not None:
+            size = bundle.path.stat().st_size
+            progress(f"install: pushing the agent bundle ({size / 1024:.0f} KiB) over QGA")
+        data = bundle.path.read_bytes()
+        await qga.file_write(layout.bundle_path + ".part", data)
+        await _replace_file(qga, layout, layout.bundle_path + ".part", layout.bundle_path)
+    await qga.file_write(layout.config_path, json.dumps(dict(config), indent=1).encode())
+    await start_agent(qga, layout)
+    return InstallReport(
+        "skipped" if same else "installed", firewall, found, time.monotonic() - started
+    )

@@ -1,0 +1,73 @@
+"""``launch()``: the whole runtime in one ``with`` statement, outside pytest too.
+
+::
+
+    from pytest_adare import launch
+
+    with launch("debian") as vm:            # boot, install/hand off the agent, connect
+        print(vm.guest.shell("uname -a").stdout)
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pytest_adare.image.manifest import resolve_image
+from pytest_adare.vm import VM
+
+
+def _print_progress(line: str) -> None:
+    print(f"adare: {line}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def launch(
+    image: str | Path,
+    *,
+    memory_mib: int | None = None,
+    cpus: int | None = None,
+    accel: str = "auto",
+    transport: str = "websocket",
+    network: bool = True,
+    gui: str = "agent",
+    workdir: str | Path | None = None,
+    keep_workdir: bool = False,
+    progress: Callable[[str], None] | None = _print_progress,
+) -> Iterator[VM]:
+    """Boot ``image``, connect its agent, yield the :class:`VM` (``vm.guest``), then close.
+
+    ``image`` is a manifest, its directory, a bare disk image or a built-in name
+    (``debian``, ``debian-desktop``: built and cached on first use). ``transport`` is
+    ``websocket`` or ``serial``; ``gui`` is ``agent`` (pyautogui in the guest) or
+    ``host`` (QMP screendump and input). Progress lines (one per boot phase, with
+    its time) go to ``progress``; pass None for silence.
+
+    :raise ImageError: the image spec cannot be resolved.
+    :raise VMLaunchError, VMTimeout, VMDied, AgentUnreachable: the VM did not come up.
+    """
+    manifest = resolve_image(str(image), progress=progress)
+    own_dir = workdir is None
+    root = Path(tempfile.mkdtemp(prefix="adare-vm-")) if workdir is None else Path(workdir)
+    root.mkdir(parents=True, exist_ok=True)
+    vm = VM(
+        manifest,
+        root,
+        memory_mib=memory_mib,
+        cpus=cpus,
+        accel=accel,
+        transport=transport,
+        network=network,
+        gui=gui,
+    )
+    try:
+        vm.start(progress=progress)
+        yield vm
+    finally:
+        vm.close()
+        if own_dir and not keep_workdir:
+            shutil.rmtree(root, ignore_errors=True)

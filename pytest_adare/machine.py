@@ -1,0 +1,599 @@
+"""One QEMU process with an explicit lifecycle: prepare, launch, post-launch, shutdown, cleanup.
+
+All asynchronous work (QMP, console capture, death watch) lives on the shared loop
+(:func:`pytest_adare.loop_thread.shared_loop`); each sync method runs its ``a*`` twin
+there. Every wait is bounded and ends at once with :class:`VMDied` when QEMU exits or
+the guest shuts down, panics or stops on its own.
+
+Example::
+
+    with Machine(manifest, tmp_path / "vm") as vm:
+        vm.wait_for_console(r"login:", timeout=60)
+        print(vm.agent_port, vm.accel_reason)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol, TypeVar
+
+from PIL import Image
+from qemu.qmp import EventListener, QMPClient
+
+from pytest_adare import qemu_input
+from pytest_adare.accel import KERNEL_PROGRESS, AccelChoice, AccelRequest, choose_accel
+from pytest_adare.console_capture import ConsoleCapture
+from pytest_adare.errors import AdareError, VMDied, VMLaunchError, VMTimeout
+from pytest_adare.loop_thread import shared_loop
+from pytest_adare.qemu_argv import AGENT_GUEST_PORT, MachineConfig, build_qemu_argv
+from pytest_adare.reaper import spawn
+
+T = TypeVar("T")
+
+_USERNET_FORWARD = re.compile(
+    r"TCP\[HOST_FORWARD\]\s+\d+\s+(?P<host>\S+)\s+(?P<port>\d+)\s+\S+\s+(?P<guest>\d+)"
+)
+# Run states QEMU passes through on its own while the guest stays healthy.
+_BENIGN_RUN_STATES = {"running", "save-vm", "restore-vm", "finish-migrate", "suspended"}
+_LAUNCH_TIMEOUT = 30.0
+_KVM_PROGRESS_SECONDS = 8.0
+
+
+class SnapshotError(AdareError):
+    """``savevm``/``loadvm`` failed (QEMU's message says why)."""
+
+
+class MachineImage(Protocol):
+    """What a Machine needs from an image (``ImageManifest`` provides it)."""
+
+    @property
+    def disk(self) -> Path | str | None: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def kernel(self) -> Path | str | None: ...
+    @property
+    def initrd(self) -> Path | str | None: ...
+    @property
+    def append(self) -> str | None: ...
+    @property
+    def desktop(self) -> bool: ...
+    @property
+    def memory_mib(self) -> int | None: ...
+
+
+def _optional_path(value: Path | str | None) -> Path | None:
+    return None if value is None else Path(value).resolve()
+
+
+class Machine:
+    """One guest VM (one QEMU process) built from an image manifest.
+
+    ``workdir`` receives the overlay disk and ``console.log``; it is created if needed
+    and kept after the machine stops (evidence). QEMU always dies with this process.
+    """
+
+    def __init__(
+        self,
+        manifest: MachineImage,
+        workdir: Path,
+        *,
+        memory_mib: int | None = None,
+        cpus: int | None = None,
+        accel: AccelRequest = "auto",
+        network: bool = True,
+        display: bool = True,
+        fw_cfg: Mapping[str, Path] | None = None,
+        name: str = "vm",
+        qemu_binary: str = "qemu-system-x86_64",
+        extra_args: Sequence[str] = (),
+        kvm_progress_seconds: float = _KVM_PROGRESS_SECONDS,
+    ) -> None:
+        self.manifest = manifest
+        self.workdir = Path(workdir).resolve()
+        self.name = name
+        self._memory_mib = memory_mib or manifest.memory_mib or 1024
+        self._cpus = cpus or 1
+        self._accel_request: AccelRequest = accel
+        self._network = network
+        self._display = display
+        self._fw_cfg = dict(fw_cfg or {})
+        self._qemu_binary = qemu_binary
+        self._extra_args = tuple(extra_args)
+        self._kvm_progress_seconds = kvm_progress_seconds
+        self.accel: str | None = None
+        self.accel_reason: str | None = None
+        self.agent_port: int | None = None
+        self.argv: list[str] = []
+        self.console_log_path = self.workdir / "console.log"
+        self.overlay_path = self.workdir / "disk-overlay.qcow2"
+        self._socket_dir: Path | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._qmp: QMPClient | None = None
+        self._console: ConsoleCapture | None = None
+        self._stderr = bytearray()
+        self._died: asyncio.Event | None = None
+        self._death_reason: str | None = None
+        self._exited: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._stopping = False
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def socket_dir(self) -> Path:
+        """Where the Unix sockets live (short: socket paths are limited to ~107 bytes)."""
+        if self._socket_dir is None:
+            self._socket_dir = Path(tempfile.mkdtemp(prefix=f"adare-{self.name[:16]}-"))
+        return self._socket_dir
+
+    @property
+    def qmp_path(self) -> Path:
+        return self.socket_dir / "qmp.sock"
+
+    @property
+    def agent_serial_path(self) -> Path:
+        """Unix socket of the guest's ``ttyS1`` (the agent's serial link)."""
+        return self.socket_dir / "agent-serial.sock"
+
+    @property
+    def qga_path(self) -> Path:
+        """Unix socket of the QGA virtio-serial port ``org.qemu.guest_agent.0``."""
+        return self.socket_dir / "qga.sock"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    # -------------------------------------------------------------- lifecycle
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return shared_loop().run(coro, timeout)
+
+    def start(self) -> Machine:
+        """Prepare, launch QEMU and connect QMP; on failure everything is cleaned up.
+
+        :raise VMLaunchError: QEMU refused the command line or died while starting.
+        :raise VMDied: the guest made no progress under KVM and TCG failed too.
+        """
+        with self._lock:
+            if self._proc is not None:
+                raise RuntimeError(f"machine {self.name} already started")
+            try:
+                self._prepare()
+                choice = self._choose_accel()
+                self._launch(choice)
+                if choice.accel == "kvm" and self.manifest.kernel is not None:
+                    self._fall_back_to_tcg_if_stalled(choice)
+            except BaseException:
+                self._terminate()
+                raise
+        return self
+
+    def _choose_accel(self) -> AccelChoice:
+        return choose_accel(
+            self._accel_request,
+            probe_kernel=_optional_path(self.manifest.kernel),
+            qemu_binary=self._qemu_binary,
+        )
+
+    def _prepare(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.console_log_path.write_bytes(b"")
+        if self.manifest.disk is not None:
+            base = Path(self.manifest.disk).resolve()
+            if not base.is_file():
+                raise VMLaunchError(
+                    f"base disk {base} does not exist", exitcode=None, command=[], output=""
+                )
+            self.overlay_path.unlink(missing_ok=True)
+            cmd = [
+                "qemu-img",
+                "create",
+                "-q",
+                "-f",
+                "qcow2",
+                "-F",
+                self.manifest.format,
+                "-b",
+                str(base),
+                str(self.overlay_path),
+            ]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+            if done.returncode != 0:
+                raise VMLaunchError(
+                    "could not create the overlay disk",
+                    exitcode=done.returncode,
+                    command=cmd,
+                    output=done.stdout + done.stderr,
+                )
+
+    def config(self, choice: AccelChoice) -> MachineConfig:
+        """The :class:`MachineConfig` this machine launches with under ``choice``."""
+        return MachineConfig(
+            qmp_path=self.qmp_path,
+            agent_serial_path=self.agent_serial_path,
+            qga_path=self.qga_path,
+            qemu_binary=self._qemu_binary,
+            memory_mib=self._memory_mib,
+            cpus=self._cpus,
+            accel=choice.accel,
+            cpu_model=choice.cpu_model,
+            disk=self.overlay_path if self.manifest.disk is not None else None,
+            kernel=_optional_path(self.manifest.kernel),
+            initrd=_optional_path(self.manifest.initrd),
+            append=self.manifest.append,
+            display=self._display,
+            network=self._network,
+            fw_cfg=self._fw_cfg,
+            name=self.name,
+            extra_args=self._extra_args,
+        )
+
+    def _launch(self, choice: AccelChoice) -> None:
+        self.accel, self.accel_reason = choice.accel, choice.reason
+        self.argv = build_qemu_argv(self.config(choice))
+        self._run(self._alaunch(), timeout=_LAUNCH_TIMEOUT + 10)
+
+    async def _alaunch(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._died, self._exited = asyncio.Event(), asyncio.Event()
+        self._death_reason, self._stderr = None, bytearray()
+        self.qmp_path.unlink(missing_ok=True)
+        qmp = QMPClient(self.name)
+        await qmp.start_server(str(self.qmp_path))
+        self._qmp = qmp
+        proc = spawn(
+            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self._proc = proc
+        assert proc.stdout is not None and proc.stderr is not None
+        console = ConsoleCapture(self.console_log_path)
+        self._console = console
+        await loop.connect_read_pipe(lambda: console, proc.stdout)
+        stderr = _Collect(self._stderr)
+        await loop.connect_read_pipe(lambda: stderr, proc.stderr)
+        threading.Thread(target=self._watch_exit, args=(proc, loop), daemon=True).start()
+        try:
+            await self._bounded(qmp.accept(), _LAUNCH_TIMEOUT, "QEMU to connect to QMP")
+        except Exception as exc:  # QEMU died or hung before QMP came up
+            await self._await_exit(5)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stderr.closed.wait(), 5)
+            raise VMLaunchError(
+                "QEMU failed to start",
+                exitcode=proc.poll(),
+                command=self.argv,
+                output=self._stderr.decode(errors="replace"),
+            ) from exc
+        listener = EventListener(("SHUTDOWN", "GUEST_PANICKED", "STOP"))
+        qmp.register_listener(listener)
+        self._tasks.append(loop.create_task(self._watch_events(listener)))
+        if self._network:
+            self.agent_port = await self._read_forwarded_port()
+
+    def _fall_back_to_tcg_if_stalled(self, choice: AccelChoice) -> None:
+        try:
+            self.wait_for_console(KERNEL_PROGRESS, self._kvm_progress_seconds)
+        except VMTimeout:
+            reason = (
+                f"accel: tcg (kvm: no kernel progress on the console within "
+                f"{self._kvm_progress_seconds:.0f} s; restarted under TCG)"
+            )
+        except VMDied as exc:
+            reason = f"accel: tcg (kvm: guest died while booting: {exc.reason}; restarted)"
+        else:
+            return
+        self._terminate(keep_socket_dir=True)
+        self._proc = None
+        self._launch(AccelChoice("tcg", None, reason))
+
+    def _watch_exit(self, proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop) -> None:
+        code = proc.wait()
+        with contextlib.suppress(RuntimeError):  # loop closed at interpreter exit
+            loop.call_soon_threadsafe(self._on_exit, code)
+
+    def _on_exit(self, code: int) -> None:
+        assert self._exited is not None
+        self._exited.set()
+        self._mark_dead(f"QEMU exited with code {code}")
+
+    def _mark_dead(self, reason: str) -> None:
+        if self._died is not None and not self._died.is_set():
+            self._death_reason = reason
+            self._died.set()
+
+    async def _watch_events(self, listener: EventListener) -> None:
+        async for event in listener:
+            name = str(event["event"])
+            data: Any = event.get("data") or {}
+            if name == "SHUTDOWN":
+                self._mark_dead(f"guest shut down (reason: {data.get('reason', '?')})")
+            elif name == "GUEST_PANICKED":
+                self._mark_dead(f"guest panicked ({data.get('action', '?')})")
+            elif name == "STOP":
+                await self._check_stop()
+
+    async def _check_stop(self) -> None:
+        # savevm/loadvm stop the VM briefly too: only a stop that sticks is a death.
+        with contextlib.suppress(Exception):
+            assert self._qmp is not None
+            status = await self._qmp.execute("query-status")
+            state = str(status["status"]) if isinstance(status, dict) else "?"
+            if state not in _BENIGN_RUN_STATES and state != "paused":
+                self._mark_dead(f"guest stopped (run state: {state})")
+
+    async def _read_forwarded_port(self) -> int:
+        text = await self.ahmp("info usernet")
+        for match in _USERNET_FORWARD.finditer(text):
+            if int(match["guest"]) == AGENT_GUEST_PORT and match["host"] == "127.0.0.1":
+                return int(match["port"])
+        raise VMLaunchError(
+            f"no host forward to guest port {AGENT_GUEST_PORT} in 'info usernet'",
+            exitcode=None,
+            command=self.argv,
+            output=text,
+        )
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop QEMU: QMP ``quit``, then kill if it is still there; then clean up.
+
+        Safe to call more than once and on a machine that never started.
+        """
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None and self._qmp is not None:
+                with contextlib.suppress(Exception):
+                    self._run(self._aquit(timeout), timeout=timeout + 5)
+            self._terminate()
+
+    async def _aquit(self, timeout: float) -> None:
+        self._stopping = True
+        assert self._qmp is not None
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._qmp.execute("quit"), timeout)
+        await self._await_exit(timeout)
+
+    def kill(self) -> None:
+        """Hard stop: SIGKILL QEMU at once, then clean up."""
+        with self._lock:
+            self._terminate()
+
+    def _terminate(self, keep_socket_dir: bool = False) -> None:
+        """Kill QEMU if alive, close QMP, wait for the pipes; always leaves no process."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+        with contextlib.suppress(Exception):
+            self._run(self._aclose(), timeout=15)
+        if not keep_socket_dir and self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
+
+    async def _aclose(self) -> None:
+        await self._await_exit(5)
+        for task in self._tasks:
+            task.cancel()
+        self._tasks.clear()
+        if self._qmp is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._qmp.disconnect(), 5)
+            self._qmp = None
+        if self._console is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._console.closed.wait(), 5)
+
+    async def _await_exit(self, timeout: float) -> None:
+        if self._exited is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._exited.wait(), timeout)
+
+    def __enter__(self) -> Machine:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+    # ----------------------------------------------------------------- health
+    def is_running(self) -> bool:
+        """True while QEMU runs and the guest has not shut down, panicked or stopped."""
+        return (
+            self._proc is not None
+            and self._proc.poll() is None
+            and self._died is not None
+            and not self._died.is_set()
+        )
+
+    def check_alive(self) -> None:
+        """:raise VMDied: with the reason and the console tail, when not :meth:`is_running`."""
+        if not self.is_running():
+            reason = self._death_reason or (
+                "machine not started" if self._proc is None else "QEMU is not running"
+            )
+            raise VMDied(reason, self.console_tail())
+
+    async def _bounded(self, coro: Awaitable[T], timeout: float, what: str) -> T:
+        """Await ``coro`` for at most ``timeout`` s; VMDied as soon as the machine dies."""
+        assert self._died is not None
+        task = asyncio.ensure_future(coro)
+        death = asyncio.ensure_future(self._died.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {task, death}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            death.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        if death in done:
+            raise VMDied(f"{self._death_reason} while waiting for {what}", self.console_tail())
+        raise VMTimeout(what, timeout, self.console_tail())
+
+    # ---------------------------------------------------------------- console
+    def console_tail(self, n: int = 40) -> list[str]:
+        """The last ``n`` lines of the guest console."""
+        return self._console.tail(n) if self._console is not None else []
+
+    def console_mark(self) -> int:
+        """Position in the console; pass as ``since`` to wait only for later output."""
+        return self._console.mark() if self._console is not None else 0
+
+    async def await_for_console(
+        self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
+    ) -> re.Match[str]:
+        """Async twin of :meth:`wait_for_console`."""
+        if self._console is None or self._died is None:
+            raise VMDied("machine not started", [])
+        regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
+        future = self._console.wait_for(regex, since)
+        return await self._bounded(future, timeout, f"console output matching {regex.pattern!r}")
+
+    def wait_for_console(
+        self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
+    ) -> re.Match[str]:
+        """Wait until a console line (or the current partial line) matches ``pattern``.
+
+        Lines from ``since`` on count (default: everything still in the ring).
+
+        :raise VMTimeout: nothing matched in ``timeout`` seconds.
+        :raise VMDied: QEMU exited or the guest shut down/panicked first.
+        """
+        return self._run(self.await_for_console(pattern, timeout, since))
+
+    def console_write(self, data: bytes | str) -> None:
+        """Type into the guest's serial console (QEMU's stdin is the console input)."""
+        self.check_alive()
+        assert self._proc is not None and self._proc.stdin is not None
+        self._proc.stdin.write(data.encode() if isinstance(data, str) else data)
+        self._proc.stdin.flush()
+
+    # ---------------------------------------------------------------- QMP/HMP
+    async def aqmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
+        """Async twin of :meth:`qmp`."""
+        if self._qmp is None or self._died is None:
+            raise VMDied("machine not started", [])
+        return await self._bounded(
+            self._qmp.execute(cmd, args or None), timeout, f"QMP command {cmd}"
+        )
+
+    def qmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
+        """Run a QMP command and return its ``return`` value.
+
+        :raise qemu.qmp.ExecuteError: QEMU answered with an error.
+        """
+        return self._run(self.aqmp(cmd, timeout, **args))
+
+    async def ahmp(self, line: str, timeout: float = 60.0) -> str:
+        """Async twin of :meth:`hmp`."""
+        return str(await self.aqmp("human-monitor-command", timeout, **{"command-line": line}))
+
+    def hmp(self, line: str, timeout: float = 60.0) -> str:
+        """Run a human-monitor command (via QMP) and return its text output."""
+        return self._run(self.ahmp(line, timeout))
+
+    # -------------------------------------------------------------- snapshots
+    async def _ahmp_checked(self, line: str, timeout: float) -> None:
+        output = (await self.ahmp(line, timeout)).strip()
+        if output:  # savevm/loadvm print nothing on success, an error otherwise
+            raise SnapshotError(f"'{line}' failed: {output}")
+
+    async def asavevm(self, tag: str, timeout: float = 120.0) -> None:
+        """Async twin of :meth:`savevm`."""
+        await self._ahmp_checked(f"savevm {tag}", timeout)
+
+    def savevm(self, tag: str, timeout: float = 120.0) -> None:
+        """Save the whole VM state (RAM, devices, disk) under ``tag`` in the overlay."""
+        self._run(self.asavevm(_check_tag(tag), timeout))
+
+    async def aloadvm(self, tag: str, timeout: float = 120.0) -> None:
+        """Async twin of :meth:`loadvm`."""
+        await self._ahmp_checked(f"loadvm {tag}", timeout)
+
+    def loadvm(self, tag: str, timeout: float = 120.0) -> None:
+        """Return the VM to the state saved under ``tag`` (it keeps running from there)."""
+        self._run(self.aloadvm(_check_tag(tag), timeout))
+
+    # ---------------------------------------------------------- host-side GUI
+    async def ascreendump(self, timeout: float = 30.0) -> Image.Image:
+        """Async twin of :meth:`screendump`."""
+        path = self.socket_dir / f"screendump-{os.urandom(4).hex()}.png"
+        try:
+            await self.aqmp("screendump", timeout, filename=str(path), format="png")
+            return await asyncio.to_thread(_load_image, path)
+        finally:
+            await asyncio.to_thread(path.unlink, missing_ok=True)
+
+    def screendump(self, timeout: float = 30.0) -> Image.Image:
+        """The guest's display as a PIL image (QMP ``screendump``; needs ``display=True``)."""
+        return self._run(self.ascreendump(timeout))
+
+    async def asend_input(self, events: list[dict[str, Any]]) -> None:
+        """Send raw ``input-send-event`` events."""
+        await self.aqmp("input-send-event", 30.0, events=events)
+
+    def send_keys(self, *keys: str) -> None:
+        """Press ``keys`` together and release them (``send_keys("ctrl", "alt", "t")``)."""
+        self._run(self.asend_input(qemu_input.key_events(keys)))
+
+    def type_text(self, text: str) -> None:
+        """Type ``text`` key by key on a US layout (shift where a character needs it)."""
+        for batch in qemu_input.text_events(text):
+            self._run(self.asend_input(batch))
+
+    def mouse_move(self, x: int, y: int, *, screen: tuple[int, int] | None = None) -> None:
+        """Move the USB tablet pointer; ``x, y`` in 0..32767, or pixels of ``screen=(w, h)``."""
+        if screen is not None:
+            x, y = qemu_input.scale_to_abs(x, screen[0]), qemu_input.scale_to_abs(y, screen[1])
+        self._run(self.asend_input(qemu_input.move_events(x, y)))
+
+    def mouse_click(self, button: str = "left") -> None:
+        """Press and release a pointer button where the pointer is."""
+        down, up = qemu_input.button_events(button, True), qemu_input.button_events(button, False)
+        self._run(self.asend_input(down + up))
+
+
+def _load_image(path: Path) -> Image.Image:
+    with Image.open(path) as image:
+        image.load()
+        return image.copy()
+
+
+def _check_tag(tag: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", tag):
+        raise ValueError(f"snapshot tag must be 1-64 of [A-Za-z0-9_.-], got {tag!r}")
+    return tag
+
+
+class _Collect(asyncio.Protocol):
+    """Collects QEMU's stderr (its own messages) for launch errors."""
+
+    def __init__(self, sink: bytearray, limit: int = 256 * 1024) -> None:
+        self._sink = sink
+        self._limit = limit
+        self.closed = asyncio.Event()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed.set()
+
+    def data_received(self, data: bytes) -> None:
+        self._sink += data
+        del self._sink[: max(0, len(self._sink) - self._limit)]

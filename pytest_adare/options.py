@@ -1,0 +1,305 @@
+"""The plugin's options: command line flags, their ini twins, and the ``adare_vm`` marker.
+
+Every option exists twice, as ``--adare-NAME`` and as the ini key ``adare_NAME``; the
+command line wins. :func:`read_options` turns both into one validated
+:class:`AdareOptions`; :func:`apply_marker` lays a test's ``adare_vm(...)`` marker on top
+and returns what that test needs (:class:`VMRequest`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ACCELS = ("auto", "kvm", "tcg")
+ISOLATIONS = ("snapshot", "none", "reboot")
+TRANSPORTS = ("websocket", "serial")
+GUI_MODES = ("agent", "host")
+KEEP_MODES = ("never", "on-failure", "always")
+OS_NAMES = ("linux", "windows")
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option: its flag, ini key, allowed values and help text."""
+
+    name: str
+    help: str
+    choices: tuple[str, ...] | None = None
+    default: str | None = None
+    metavar: str = "VALUE"
+
+    @property
+    def flag(self) -> str:
+        return "--adare-" + self.name
+
+    @property
+    def ini(self) -> str:
+        return "adare_" + self.name
+
+
+OPTION_SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        "vm",
+        "guest image: an adare-image.json manifest, its directory, a disk image, or a built-in "
+        "name (debian, debian-desktop; built on first use and cached). Without it, tests "
+        "that need a VM are skipped.",
+        metavar="IMAGE",
+    ),
+    OptionSpec("accel", "QEMU accelerator (default: auto = KVM when usable, else TCG)",
+               ACCELS, "auto"),
+    OptionSpec("memory", "guest memory in MiB, or with a unit: 512M, 2G (default: the image's)",
+               metavar="SIZE"),
+    OptionSpec("cpus", "number of guest CPUs (default: the image's)", metavar="N"),
+    OptionSpec("isolation", "clean state per test: snapshot restores the saved ready state, "
+               "reboot restarts the VM, none reuses it as the last test left it "
+               "(default: snapshot)", ISOLATIONS, "snapshot"),
+    OptionSpec("transport", "agent link: websocket over QEMU user networking, or serial "
+               "(the DV serial link; the VM gets no network card) (default: websocket)",
+               TRANSPORTS, "websocket"),
+    OptionSpec("gui", "GUI actions through the in-guest agent or host-side QMP input and "
+               "screendump (default: agent)", GUI_MODES, "agent"),
+    OptionSpec("artifacts", "directory for failure evidence, one sub-directory per test "
+               "(default: adare-artifacts under pytest's base temp dir)", metavar="DIR"),
+    OptionSpec("keep", "keep a VM's disk overlay for a look afterwards (default: never)",
+               KEEP_MODES, "never"),
+)
+
+
+MARKER_DOC = (
+    "adare_vm(image=None, gui=None, os=None, memory=None, cpus=None, accel=None, "
+    "isolation=None, transport=None, network=None): the VM this test's guest runs on. "
+    "image/memory/cpus/accel/transport/network override the --adare-* options (a test "
+    "whose VM differs from the session VM gets its own VM, shared with tests asking for "
+    "the same); isolation overrides --adare-isolation for this test; gui=True (or "
+    "'agent'/'host') needs an image with a desktop; os='linux'|'windows' needs that guest "
+    "OS. Unmet needs skip the test with the reason."
+)
+
+MARKER_KEYS = (
+    "image", "gui", "os", "memory", "cpus", "accel", "isolation", "transport", "network",
+)
+
+
+@dataclass(frozen=True)
+class AdareOptions:
+    """The session's options after merging command line and ini (command line wins)."""
+
+    vm: str | None = None
+    accel: str = "auto"
+    memory_mib: int | None = None
+    cpus: int | None = None
+    isolation: str = "snapshot"
+    transport: str = "websocket"
+    gui: str = "agent"
+    artifacts: Path | None = None
+    keep: str = "never"
+
+
+@dataclass(frozen=True)
+class VMRequest:
+    """What one test asks for: the VM's configuration plus its needs and isolation.
+
+    ``vm_key`` identifies the VM configuration: tests with equal keys share a VM.
+    """
+
+    image: str
+    accel: str
+    memory_mib: int | None
+    cpus: int | None
+    transport: str
+    network: bool
+    gui_mode: str
+    isolation: str
+    needs_desktop: bool = False
+    needs_os: str | None = None
+
+    @property
+    def vm_key(self) -> tuple[Any, ...]:
+        return (self.image, self.accel, self.memory_mib, self.cpus, self.transport,
+                self.network, self.gui_mode)
+
+    def describe(self) -> str:
+        """Short text naming the VM configuration, for progress lines and errors."""
+        parts = [self.image, f"accel={self.accel}", f"transport={self.transport}"]
+        if self.memory_mib is not None:
+            parts.append(f"memory={self.memory_mib}M")
+        if self.cpus is not None:
+            parts.append(f"cpus={self.cpus}")
+        if not self.network:
+            parts.append("no network")
+        return " ".join(parts)
+
+
+def register_options(parser: pytest.Parser) -> None:
+    """Add every ``--adare-*`` flag and its ``adare_*`` ini twin."""
+    group = parser.getgroup("adare", "pytest-adare: QEMU guest VMs as fixtures")
+    for spec in OPTION_SPECS:
+        choices = f" ({'|'.join(spec.choices)})" if spec.choices else ""
+        group.addoption(spec.flag, dest=spec.ini, default=None, metavar=spec.metavar,
+                        help=spec.help + choices)
+        parser.addini(spec.ini, f"{spec.flag} as an ini key: {spec.help}", type="string",
+                      default="")
+
+
+def parse_memory(value: str | int, source: str) -> int:
+    """A memory size in MiB from ``1024``, ``512M``, ``512MiB``, ``2G`` or ``2GiB``.
+
+    :raise pytest.UsageError: for anything else, naming ``source``.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        number, unit = value, "M"
+    else:
+        match = re.fullmatch(r"\s*(\d+)\s*([MG])?(?:i?B)?\s*", str(value), re.IGNORECASE)
+        if match is None:
+            raise pytest.UsageError(
+                f"{source}: expected a memory size in MiB like 1024, 512M or 2G, got {value!r}")
+        number, unit = int(match.group(1)), (match.group(2) or "M").upper()
+    mib = number * 1024 if unit == "G" else number
+    if mib < 64:
+        raise pytest.UsageError(f"{source}: {mib} MiB is too little memory for a guest "
+                                "(at least 64 MiB)")
+    return mib
+
+
+def parse_cpus(value: str | int, source: str) -> int:
+    """A positive CPU count; :raise pytest.UsageError: otherwise."""
+    try:
+        cpus = int(value)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(f"{source}: expected a number of CPUs, got {value!r}") from None
+    if cpus < 1 or isinstance(value, bool):
+        raise pytest.UsageError(f"{source}: expected at least 1 CPU, got {value!r}")
+    return cpus
+
+
+def _choice(value: str, spec: OptionSpec, source: str) -> str:
+    assert spec.choices is not None
+    if value not in spec.choices:
+        raise pytest.UsageError(
+            f"{source}: {value!r} is not one of {', '.join(spec.choices)}")
+    return value
+
+
+def _raw_value(config: pytest.Config, spec: OptionSpec) -> tuple[str | None, str, Path]:
+    """The option's text, where it came from, and the directory relative paths start at."""
+    cli = config.getoption(spec.ini)
+    if cli is not None:
+        return str(cli), spec.flag, config.invocation_params.dir
+    ini = str(config.getini(spec.ini) or "").strip()
+    base = config.inipath.parent if config.inipath is not None else config.rootpath
+    if ini:
+        return ini, f"ini key {spec.ini}", base
+    return None, "", base
+
+
+def _image_spec(value: str, base: Path) -> str:
+    """Paths are taken relative to where they were given; built-in names stay names."""
+    candidate = base / value
+    if "/" in value or value.endswith((".json", ".qcow2", ".img", ".raw")) or (
+        candidate.exists()
+    ):
+        return str(candidate.resolve())
+    return value
+
+
+def read_options(config: pytest.Config) -> AdareOptions:
+    """Merge command line and ini into validated options.
+
+    :raise pytest.UsageError: on any bad value, naming the flag or ini key.
+    """
+    values: dict[str, Any] = {}
+    for spec in OPTION_SPECS:
+        raw, source, base = _raw_value(config, spec)
+        if raw is None:
+            continue
+        if spec.choices:
+            values[spec.name] = _choice(raw, spec, source)
+        elif spec.name == "memory":
+            values["memory_mib"] = parse_memory(raw, source)
+        elif spec.name == "cpus":
+            values["cpus"] = parse_cpus(raw, source)
+        elif spec.name == "artifacts":
+            values["artifacts"] = (base / raw).resolve()
+        elif spec.name == "vm":
+            values["vm"] = _image_spec(raw, base)
+    return AdareOptions(**values)
+
+
+def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest:
+    """The test's :class:`VMRequest`: the session options with its marker laid on top.
+
+    :raise ValueError: for unknown marker arguments or bad values (says which).
+    """
+    kwargs: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
+    if marker is not None and marker.args:
+        raise ValueError("adare_vm(...) takes keyword arguments only, e.g. "
+                         "@pytest.mark.adare_vm(gui=True)")
+    unknown = sorted(set(kwargs) - set(MARKER_KEYS))
+    if unknown:
+        raise ValueError(f"adare_vm marker: unknown argument(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(MARKER_KEYS)}")
+    image = kwargs.get("image") or options.vm
+    if not image:
+        raise ValueError("no VM image: pass --adare-vm=IMAGE or adare_vm(image=...)")
+    source = "adare_vm marker"
+    gui = kwargs.get("gui")
+    gui_mode = options.gui
+    if isinstance(gui, str):
+        gui_mode = _marker_choice(gui, GUI_MODES, "gui")
+    elif gui is not None and not isinstance(gui, bool):
+        raise ValueError(f"adare_vm marker: gui must be True, False, 'agent' or 'host', "
+                         f"got {gui!r}")
+    transport = _marker_choice(kwargs.get("transport", options.transport), TRANSPORTS,
+                               "transport")
+    network = kwargs.get("network", transport != "serial")
+    if not isinstance(network, bool):
+        raise ValueError(f"adare_vm marker: network must be True or False, got {network!r}")
+    if not network and transport != "serial":
+        raise ValueError("adare_vm marker: network=False needs transport='serial' (the "
+                         "websocket transport reaches the agent through the network)")
+    os_name = kwargs.get("os")
+    if os_name is not None:
+        os_name = _marker_choice(os_name, OS_NAMES, "os")
+    try:
+        memory = options.memory_mib if kwargs.get("memory") is None else parse_memory(
+            kwargs["memory"], source + " memory")
+        cpus = options.cpus if kwargs.get("cpus") is None else parse_cpus(
+            kwargs["cpus"], source + " cpus")
+    except pytest.UsageError as error:
+        raise ValueError(str(error)) from None
+    return VMRequest(
+        image=str(image),
+        accel=_marker_choice(kwargs.get("accel", options.accel), ACCELS, "accel"),
+        memory_mib=memory,
+        cpus=cpus,
+        transport=transport,
+        network=network,
+        gui_mode=gui_mode,
+        isolation=_marker_choice(kwargs.get("isolation", options.isolation), ISOLATIONS,
+                                 "isolation"),
+        needs_desktop=bool(gui),
+        needs_os=os_name,
+    )
+
+
+def session_request(options: AdareOptions) -> VMRequest:
+    """The session VM's request (no marker)."""
+    return apply_marker(options, None)
+
+
+def _marker_choice(value: Any, choices: tuple[str, ...], key: str) -> str:
+    if value not in choices:
+        raise ValueError(f"adare_vm marker: {key}={value!r} is not one of "
+                         f"{', '.join(choices)}")
+    return str(value)
+
+
+def replace_options(options: AdareOptions, **changes: Any) -> AdareOptions:
+    """A copy of ``options`` with ``changes`` (used by ``adare_vm_factory``)."""
+    return dataclasses.replace(options, **changes)

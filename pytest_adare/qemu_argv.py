@@ -1,0 +1,192 @@
+"""The QEMU command line of one guest, built by a pure function (no QEMU needed to test it).
+
+:class:`MachineConfig` says *what* the guest is; :func:`build_qemu_argv` says how QEMU
+spells it. The wiring is fixed, because the host code relies on it:
+
+- ``ttyS0`` (first ``isa-serial``) is the console, on QEMU's stdio: the host reads
+  QEMU's stdout into ``console.log`` (nothing is lost before a reader connects) and
+  can type into the console through QEMU's stdin. QEMU's own messages go to stderr.
+- ``ttyS1`` is the agent's serial link, a listening Unix socket (``agent_serial_path``).
+- virtio-serial port ``org.qemu.guest_agent.0`` is QGA, a listening Unix socket.
+- QMP: QEMU *connects* to a Unix socket the host listens on before QEMU starts, so
+  there is no window in which the host polls for a socket that is not there yet.
+- network: user-mode with ``hostfwd=tcp:127.0.0.1:0-:18765``; the host port is chosen
+  by the kernel and read back over QMP, so parallel VMs never race for a port.
+
+Example::
+
+    argv = build_qemu_argv(MachineConfig(qmp_path=Path("/run/vm/qmp.sock"),
+                                         agent_serial_path=Path("/run/vm/agent.sock"),
+                                         kernel=Path("vmlinuz"), append="console=ttyS0"))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+AGENT_GUEST_PORT = 18765
+QGA_PORT_NAME = "org.qemu.guest_agent.0"
+
+Accel = Literal["tcg", "kvm"]
+
+
+@dataclass(frozen=True)
+class MachineConfig:
+    """Everything that decides one QEMU command line.
+
+    ``disk`` is the per-VM overlay QEMU writes to (never the base image). ``kernel``
+    (with optional ``initrd``/``append``) selects direct kernel boot; without it the
+    firmware (``firmware`` or QEMU's default SeaBIOS) boots the disk.
+    """
+
+    qmp_path: Path
+    agent_serial_path: Path
+    qga_path: Path | None = None
+    qemu_binary: str = "qemu-system-x86_64"
+    machine_type: str = "q35"
+    memory_mib: int = 1024
+    cpus: int = 1
+    accel: Accel = "tcg"
+    cpu_model: str | None = None
+    disk: Path | None = None
+    disk_format: str = "qcow2"
+    kernel: Path | None = None
+    initrd: Path | None = None
+    append: str | None = None
+    firmware: Path | None = None
+    display: bool = True
+    network: bool = True
+    guest_agent_port: int = AGENT_GUEST_PORT
+    fw_cfg: Mapping[str, Path] = field(default_factory=dict)
+    name: str = "adare-vm"
+    extra_args: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        if self.memory_mib < 64:
+            raise ValueError(f"memory_mib must be at least 64, got {self.memory_mib}")
+        if self.cpus < 1:
+            raise ValueError(f"cpus must be at least 1, got {self.cpus}")
+        if self.accel not in ("tcg", "kvm"):
+            raise ValueError(f"accel must be 'tcg' or 'kvm', got {self.accel!r}")
+        if (self.initrd is not None or self.append is not None) and self.kernel is None:
+            raise ValueError("initrd/append need a kernel (direct kernel boot)")
+        if self.kernel is None and self.disk is None:
+            raise ValueError("nothing to boot: give a disk, a kernel, or both")
+        if not 0 < self.guest_agent_port < 65536:
+            raise ValueError(f"guest_agent_port out of range: {self.guest_agent_port}")
+        for name in self.fw_cfg:
+            if not name.startswith("opt/") or "," in name:
+                raise ValueError(f"fw_cfg names must start with 'opt/' and hold no comma: {name!r}")
+
+
+def _opt_value(value: Path | str) -> str:
+    """Escape a value for QEMU's ``key=value,...`` option syntax (commas are doubled)."""
+    return str(value).replace(",", ",,")
+
+
+def _accel_args(config: MachineConfig) -> list[str]:
+    args = ["-accel", config.accel]
+    if config.cpu_model is not None:
+        args += ["-cpu", config.cpu_model]
+    return args
+
+
+def _boot_args(config: MachineConfig) -> list[str]:
+    args: list[str] = []
+    if config.firmware is not None:
+        args += ["-bios", str(config.firmware)]
+    if config.kernel is not None:
+        args += ["-kernel", str(config.kernel)]
+        if config.initrd is not None:
+            args += ["-initrd", str(config.initrd)]
+        if config.append is not None:
+            args += ["-append", config.append]
+    if config.disk is not None:
+        args += [
+            "-drive",
+            f"file={_opt_value(config.disk)},format={config.disk_format},if=none,id=disk0,"
+            "cache=unsafe",
+            "-device",
+            "virtio-blk-pci,drive=disk0",
+        ]
+    return args
+
+
+def _serial_args(config: MachineConfig) -> list[str]:
+    return [
+        "-chardev", "stdio,id=console,signal=off",
+        "-serial", "chardev:console",
+        "-chardev",
+        f"socket,id=agentser,path={_opt_value(config.agent_serial_path)},server=on,wait=off",
+        "-serial", "chardev:agentser",
+    ]  # fmt: skip
+
+
+def _qga_args(config: MachineConfig) -> list[str]:
+    if config.qga_path is None:
+        return []
+    return [
+        "-device", "virtio-serial-pci,id=vser0",
+        "-chardev", f"socket,id=qga,path={_opt_value(config.qga_path)},server=on,wait=off",
+        "-device", f"virtserialport,bus=vser0.0,chardev=qga,name={QGA_PORT_NAME}",
+    ]  # fmt: skip
+
+
+def _qmp_args(config: MachineConfig) -> list[str]:
+    return [
+        "-chardev", f"socket,id=qmp,path={_opt_value(config.qmp_path)},server=off",
+        "-mon", "chardev=qmp,mode=control",
+    ]  # fmt: skip
+
+
+def _display_args(config: MachineConfig) -> list[str]:
+    if not config.display:
+        return ["-display", "none"]
+    return [
+        "-vga", "std",
+        "-display", "none",
+        "-device", "qemu-xhci,id=usb0",
+        "-device", "usb-tablet,bus=usb0.0",
+    ]  # fmt: skip
+
+
+def _network_args(config: MachineConfig) -> list[str]:
+    if not config.network:
+        return ["-nic", "none"]
+    return [
+        "-netdev", f"user,id=net0,hostfwd=tcp:127.0.0.1:0-:{config.guest_agent_port}",
+        "-device", "virtio-net-pci,netdev=net0",
+    ]  # fmt: skip
+
+
+def _fw_cfg_args(config: MachineConfig) -> list[str]:
+    args: list[str] = []
+    for name, path in sorted(config.fw_cfg.items()):
+        args += ["-fw_cfg", f"name={name},file={_opt_value(path)}"]
+    return args
+
+
+def build_qemu_argv(config: MachineConfig) -> list[str]:
+    """The full QEMU argv (binary first) for ``config``; pure, touches no file."""
+    return [
+        config.qemu_binary,
+        "-name", config.name,
+        "-machine", config.machine_type,
+        *_accel_args(config),
+        "-m", str(config.memory_mib),
+        "-smp", str(config.cpus),
+        "-nodefaults",
+        "-no-user-config",
+        "-no-reboot",
+        *_boot_args(config),
+        *_serial_args(config),
+        *_qga_args(config),
+        *_qmp_args(config),
+        *_display_args(config),
+        *_network_args(config),
+        *_fw_cfg_args(config),
+        *config.extra_args,
+    ]  # fmt: skip

@@ -1,0 +1,187 @@
+"""What the plugin adds to pytest's output: the header line, failure evidence, and
+infrastructure failures reported as errors.
+
+When a test that used a VM fails or errors, its report gets sections with the console
+tail, the agent log tail and a screenshot reference, and the evidence files land in
+``<--adare-artifacts>/<sanitised test id>/`` (``console.log``, ``agent.log``,
+``screenshot.png``, plus whatever the test exported there). pytest-html gets the
+screenshot as an extra and JUnit XML gets the paths as properties.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_adare.fixtures import (
+    ITEM_VMS_KEY,
+    KEEP_HINTS_KEY,
+    artifacts_dir_for,
+)
+from pytest_adare.plugin import adare_options
+from pytest_adare.vm_pool import PooledVM, is_infrastructure_error
+
+TAIL_LINES = 40
+INFRA_ATTR = "adare_infrastructure"
+KEEP_HINTS_OUTPUT = "adare_keep_hints"
+
+
+def qemu_version(binary: str = "qemu-system-x86_64") -> str:
+    """The first line of ``qemu-system-x86_64 --version``, or why it is unknown."""
+    if shutil.which(binary) is None:
+        return f"{binary} not found on PATH"
+    try:
+        done = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                              timeout=15, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"{binary} --version failed: {error}"
+    first = (done.stdout or done.stderr).strip().splitlines()
+    return first[0] if first else f"{binary} --version printed nothing"
+
+
+def kvm_note() -> str:
+    """What ``auto`` will pick, decided without starting QEMU (the boot line says more)."""
+    from pytest_adare.accel import kvm_unusable_reason
+
+    unusable = kvm_unusable_reason()
+    if unusable:
+        return f"TCG: {unusable}"
+    return "KVM if a short probe boot makes progress, else TCG"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    options = adare_options(config)
+    if not options.vm:
+        return "adare: no --adare-vm given (tests that need a VM will be skipped)"
+    accel = options.accel if options.accel != "auto" else f"auto ({kvm_note()})"
+    return (f"adare: image {options.vm}, accel {accel}, isolation {options.isolation}, "
+            f"{qemu_version()}")
+
+
+def _write_evidence(pooled: PooledVM, folder: Path, suffix: str, infra: bool
+                    ) -> tuple[list[tuple[str, str]], Path | None]:
+    """Save one VM's evidence into ``folder``; returns report sections and the screenshot."""
+    vm = pooled.vm
+    sections: list[tuple[str, str]] = []
+    label = f" ({pooled.request.describe()})" if suffix else ""
+    console = "\n".join(vm.console_tail(TAIL_LINES))
+    source = getattr(vm.machine, "console_log_path", None)
+    if source is not None and Path(source).exists():
+        shutil.copyfile(source, folder / f"console{suffix}.log")
+    else:
+        (folder / f"console{suffix}.log").write_text(console)
+    sections.append((f"adare console tail{label}", console or "(empty)"))
+    try:
+        agent_log = "\n".join(vm.agent_log_tail(TAIL_LINES))
+        (folder / f"agent{suffix}.log").write_text(agent_log)
+    except Exception as error:
+        agent_log = f"(agent log unavailable: {error})"
+    sections.append((f"adare agent log tail{label}", agent_log or "(empty)"))
+    shot = folder / f"screenshot{suffix}.png"
+    try:
+        use_agent = (not infra and pooled.manifest.desktop
+                     and pooled.request.gui_mode == "agent")
+        image = vm.guest.screenshot() if use_agent else vm.screendump()
+        image.save(shot)
+        how = "agent screenshot" if use_agent else "host screendump"
+        sections.append((f"adare screenshot{label}", f"{how}: {shot}"))
+    except Exception as error:
+        sections.append((f"adare screenshot{label}", f"(no screenshot: {error})"))
+        return sections, None
+    return sections, shot
+
+
+def _attach_evidence(item: pytest.Item, report: pytest.TestReport, infra: bool) -> None:
+    pooled_vms = item.stash.get(ITEM_VMS_KEY, [])
+    folder = artifacts_dir_for(item)
+    screenshots: list[Path] = []
+    for index, pooled in enumerate(pooled_vms):
+        pooled.failed_tests.append(item.nodeid)
+        sections, shot = _write_evidence(pooled, folder, f"-{index}" if index else "", infra)
+        report.sections.extend(sections)
+        if shot is not None:
+            screenshots.append(shot)
+    files = sorted(p.name for p in folder.iterdir())
+    report.sections.append(("adare artifacts", f"{folder}\n" + "\n".join(
+        f"  {name}" for name in files)))
+    report.user_properties.append(("adare_artifacts", str(folder)))
+    for shot in screenshots:
+        report.user_properties.append(("adare_screenshot", str(shot)))
+    _html_extras(item.config, report, screenshots)
+
+
+def _html_extras(config: pytest.Config, report: pytest.TestReport,
+                 screenshots: list[Path]) -> None:
+    if not config.pluginmanager.hasplugin("html"):
+        return
+    import pytest_html  # type: ignore[import-not-found, unused-ignore]
+
+    extras: list[Any] = list(getattr(report, "extras", []))
+    extras.extend(pytest_html.extras.image(str(shot)) for shot in screenshots)
+    report.extras = extras  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if not report.failed or not item.stash.get(ITEM_VMS_KEY, []):
+        if report.failed and call.excinfo is not None and is_infrastructure_error(
+                call.excinfo.value):
+            report.longrepr = f"adare: {call.excinfo.value}"
+        return report
+    error = call.excinfo.value if call.excinfo is not None else None
+    infra = error is not None and is_infrastructure_error(error)
+    if infra:
+        setattr(report, INFRA_ATTR, True)
+        for pooled in item.stash.get(ITEM_VMS_KEY, []):
+            pooled.suspect = True
+        if report.when != "call":
+            report.longrepr = f"adare: {error}"
+    _attach_evidence(item, report, infra)
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(
+    report: pytest.TestReport, config: pytest.Config
+) -> tuple[str, str, str | tuple[str, dict[str, bool]]] | None:
+    if report.when == "call" and report.failed and getattr(report, INFRA_ATTR, False):
+        return "error", "E", ("ERROR", {"red": True})
+    if report.when == "call" and config.get_verbosity() > 0 and report.passed and not hasattr(
+            report, "wasxfail"):
+        clean = dict(report.user_properties).get("adare_clean_state")
+        if clean:
+            return "passed", ".", (f"PASSED ({clean})", {"green": True})
+    return None
+
+
+def _keep_hints(config: pytest.Config) -> list[str]:
+    return config.stash.get(KEEP_HINTS_KEY, [])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[KEEP_HINTS_OUTPUT] = _keep_hints(session.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    hints = getattr(node, "workeroutput", {}).get(KEEP_HINTS_OUTPUT, [])
+    node.config.stash.setdefault(KEEP_HINTS_KEY, []).extend(hints)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    hints = _keep_hints(config)
+    if hints:
+        terminalreporter.write_sep("-", "adare: kept VM disks")
+        for hint in hints:
+            terminalreporter.write_line(hint)
+

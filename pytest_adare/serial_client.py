@@ -1,0 +1,507 @@
+"""The host's client for the agent over the DV serial link (DESIGN §4), on asyncio.
+
+QEMU exposes the agent's serial port as a Unix stream socket; this client speaks the
+link layer of :mod:`adare_guest.serial_link` over it and offers the same interface as
+the WebSocket :class:`~pytest_adare.client.AgentClient`::
+
+    client = await SerialAgentClient.connect("/run/vm/agent-serial.sock")
+    result = await client.call("get_timestamp", {})
+    health = await client.ping()            # works while the guest network is down
+    await client.close()
+
+    health = await SerialAgentClient.ping(path, timeout=5.0)   # one-off, no session
+
+One exchange is in flight at a time (an asyncio lock). Each waits a bounded time for
+its answer and is retransmitted a few times (the guest answers a retransmission
+without acting twice); when all attempts fail the link counts as dropped and every
+pending call fails with :class:`AgentDisconnected`. A poller fetches the guest's
+results and events: at once while data flows, every few milliseconds while calls are
+pending, backing off to :data:`IDLE_POLL_MAX` when idle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, overload
+
+from adare_guest import __version__
+from adare_guest.identity import PROTOCOL_VERSION
+from adare_guest.protocol import (
+    MAX_HOST_MESSAGE,
+    Connect,
+    Event,
+    Ping,
+    Pong,
+    ProtocolError,
+    ToolCall,
+    ToolResult,
+    encode_message,
+    new_id,
+    parse_message,
+)
+from adare_guest.serial_link import (
+    DEFAULT_MAX_GUEST_MESSAGE,
+    SEND_CHUNK,
+    Answer,
+    Fragment,
+    HostLink,
+    LinkError,
+    Op,
+    PollFlag,
+    Reassembler,
+    RemoteError,
+    Retry,
+    fragments,
+)
+from pytest_adare.connection import EventCallback
+from pytest_adare.errors import AgentDisconnected, ProtocolViolation, ToolError, VMTimeout
+
+log = logging.getLogger(__name__)
+
+EXCHANGE_TIMEOUT = 3.0
+"""Seconds to wait for the answer to one request before sending it again."""
+ATTEMPTS = 3
+"""Sends of one request before the link counts as dropped."""
+BUSY_POLL_MAX = 0.05
+"""Longest pause between polls while calls are pending."""
+IDLE_POLL_MAX = 1.0
+"""Longest pause between polls when nothing is pending (events still arrive)."""
+DEFAULT_CALL_TIMEOUT = 300.0
+TIMEOUT_GRACE = 30.0
+CLIENT_INFO = {
+    "name": "pytest-adare",
+    "version": __version__,
+    "protocol_version": PROTOCOL_VERSION,
+    "transport": "serial",
+}
+
+
+class SerialLinkChannel:
+    """Request/answer exchanges over a byte stream: the host's I/O shell around HostLink."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        peer: str,
+        *,
+        exchange_timeout: float = EXCHANGE_TIMEOUT,
+        attempts: int = ATTEMPTS,
+    ) -> None:
+        self.peer = peer
+        self.exchange_timeout = exchange_timeout
+        self.attempts = attempts
+        self._reader = reader
+        self._writer = writer
+        self._link = HostLink()
+        self._lock = asyncio.Lock()
+        self.retries = 0
+        """Retransmissions so far (damaged or lost frames)."""
+
+    @classmethod
+    async def open(
+        cls, path: str | os.PathLike[str], *, timeout: float = 10.0, **kwargs: Any
+    ) -> SerialLinkChannel:
+        """Connect to the Unix socket at ``path`` (retrying while it does not exist yet).
+
+        :raise AgentDisconnected: no connection within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_unix_connection(path), max(0.1, deadline - time.monotonic())
+                )
+                return cls(reader, writer, f"serial socket {path}", **kwargs)
+            except (OSError, asyncio.TimeoutError) as exc:
+                if time.monotonic() >= deadline:
+                    raise AgentDisconnected(
+                        f"cannot connect to the agent's serial socket {path} within "
+                        f"{timeout:.1f} s: {type(exc).__name__}: {exc}"
+                    ) from exc
+            await asyncio.sleep(0.1)
+
+    async def exchange(self, op: Op, body: bytes = b"") -> bytes:
+        """Send one request and return the body of its answer.
+
+        :raise RemoteError: the guest answered ERROR.
+        :raise AgentDisconnected: no valid answer after all attempts, or the socket closed.
+        """
+        async with self._lock:
+            wire = self._link.request(op, body)
+            reasons: list[str] = []
+            try:
+                for attempt in range(self.attempts):
+                    if attempt:
+                        self.retries += 1
+                        await self._drain_input()
+                        wire = self._link.retransmit()
+                    await self._write(wire)
+                    outcome = await self._await_answer()
+                    if isinstance(outcome, Answer):
+                        return outcome.body
+                    reasons.append(outcome.reason)
+            finally:
+                self._link.finish()
+        raise AgentDisconnected(
+            f"no valid answer to {op.name} from the agent on {self.peer} after "
+            f"{self.attempts} attempts of {self.exchange_timeout:.1f} s ({'; '.join(reasons)})"
+        )
+
+    async def close(self) -> None:
+        """Close the socket."""
+        self._writer.close()
+        with contextlib.suppress(OSError, asyncio.TimeoutError):
+            await asyncio.wait_for(self._writer.wait_closed(), 2.0)
+
+    async def _write(self, wire: bytes) -> None:
+        try:
+            self._writer.write(wire)
+            await asyncio.wait_for(self._writer.drain(), self.exchange_timeout)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise AgentDisconnected(f"cannot write to {self.peer}: {exc!r}") from exc
+
+    async def _await_answer(self) -> Answer | Retry:
+        deadline = time.monotonic() + self.exchange_timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return self._link.receive_timeout()
+            try:
+                data = await asyncio.wait_for(self._reader.read(65536), remaining)
+            except asyncio.TimeoutError:
+                continue
+            except OSError as exc:
+                raise AgentDisconnected(f"reading {self.peer} failed: {exc!r}") from exc
+            if not data:
+                raise AgentDisconnected(f"{self.peer} was closed (QEMU gone?)")
+            outcome = self._link.receive_data(data)
+            if outcome is not None:
+                return outcome
+
+    async def _drain_input(self) -> None:
+        """Discard what the guest still sends of a damaged exchange (bounded: 0.5 s)."""
+        deadline = time.monotonic() + 0.5
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                data = await asyncio.wait_for(self._reader.read(65536), min(0.05, remaining))
+            except asyncio.TimeoutError:
+                return
+            if not data:
+                return
+
+
+class _PingMethod:
+    """``await client.ping()`` on a client; ``await SerialAgentClient.ping(path)`` one-off."""
+
+    @overload
+    def __get__(
+        self, obj: None, owner: type[SerialAgentClient]
+    ) -> Callable[..., Awaitable[dict[str, Any]]]: ...
+
+    @overload
+    def __get__(
+        self, obj: SerialAgentClient, owner: type[SerialAgentClient]
+    ) -> Callable[[], Awaitable[dict[str, Any]]]: ...
+
+    def __get__(
+        self, obj: SerialAgentClient | None, owner: type[SerialAgentClient]
+    ) -> Callable[..., Awaitable[dict[str, Any]]]:
+        if obj is None:
+            return owner.ping_path
+        return obj.ping_connected
+
+
+class SerialAgentClient:
+    """A live serial link to the agent; create it with :meth:`connect`."""
+
+    ping = _PingMethod()
+
+    def __init__(self, channel: SerialLinkChannel, *, max_message: int = DEFAULT_MAX_GUEST_MESSAGE):
+        self.peer = channel.peer
+        self._channel = channel
+        self._inbound = Reassembler(max_message)
+        self._pending: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
+        self._subscribers: list[EventCallback] = []
+        self._events: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._connect_reply: asyncio.Future[dict[str, Any]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._welcome: dict[str, Any] = {}
+        self._failure: Exception | None = None
+        self._wake = asyncio.Event()
+        self._background: set[asyncio.Task[None]] = set()
+        self.link_info: dict[str, Any] = {}
+        self._poller: asyncio.Task[None] | None = None
+        self._dispatcher = asyncio.create_task(
+            self._dispatch_loop(), name=f"serial-events {self.peer}"
+        )
+
+    # -- connecting -------------------------------------------------------------------
+
+    @classmethod
+    async def connect(
+        cls, path: str | os.PathLike[str], *, timeout: float = 30.0, **channel_options: Any
+    ) -> SerialAgentClient:
+        """Open the socket, start a fresh session in the agent and exchange ``connect``.
+
+        :raise AgentDisconnected: the socket or the agent did not answer in time.
+        """
+        channel = await SerialLinkChannel.open(path, timeout=timeout, **channel_options)
+        return await cls.attach(channel, timeout=timeout)
+
+    @classmethod
+    async def attach(
+        cls, channel: SerialLinkChannel, *, timeout: float = 30.0
+    ) -> SerialAgentClient:
+        """Start a session over an already open channel (closed again when this fails)."""
+        client = cls(channel)
+        try:
+            await client._start(timeout)
+        except BaseException:
+            await client.close()
+            raise
+        return client
+
+    async def _start(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:  # the agent may still be starting: retry OPEN until the deadline
+            try:
+                body = await self._channel.exchange(Op.OPEN)
+                break
+            except AgentDisconnected:
+                if time.monotonic() + self._channel.exchange_timeout > deadline:
+                    raise
+        self.link_info = _json_object(body, "OPEN answer")
+        self._poller = asyncio.create_task(self._poll_loop(), name=f"serial-poll {self.peer}")
+        hello = Connect(client_info=dict(CLIENT_INFO), id=new_id(), timestamp=time.time())
+        await self._send_message(encode_message(hello))
+        remaining = max(1.0, deadline - time.monotonic())
+        try:
+            await asyncio.wait_for(asyncio.shield(self._connect_reply), remaining)
+        except asyncio.TimeoutError:
+            raise AgentDisconnected(
+                f"no answer to our connect message over {self.peer} within {remaining:.1f} s"
+            ) from None
+
+    @classmethod
+    async def ping_path(cls, path: str | os.PathLike[str], timeout: float = 5.0) -> dict[str, Any]:
+        """Connect to ``path``, ask the agent's health report, close; no session is touched.
+
+        :raise AgentDisconnected: no answer within about ``timeout`` seconds.
+        """
+        attempts = 2
+        channel = await SerialLinkChannel.open(
+            path, timeout=timeout, exchange_timeout=timeout / attempts, attempts=attempts
+        )
+        try:
+            return _json_object(await channel.exchange(Op.PING), "health report")
+        finally:
+            await channel.close()
+
+    # -- the AgentConnection interface --------------------------------------------------
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """The agent's ``connect`` answer (version, bundle_hash, tools...) over its welcome."""
+        reply = self._connect_reply.result() if self._connect_reply.done() else {}
+        return {**self._welcome, **reply}
+
+    @property
+    def closed(self) -> bool:
+        """True once the link is gone (closed by us or dropped)."""
+        return self._failure is not None
+
+    async def ping_connected(self) -> dict[str, Any]:
+        """The agent's health report (version, listen address, listening, uptime, last error)."""
+        self._check_open("ping")
+        return _json_object(await self._channel.exchange(Op.PING), "health report")
+
+    async def call(
+        self, tool: str, params: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Call ``tool`` with ``params`` and return its ``result`` dict.
+
+        :raise ToolError: the agent answered ``success=false``.
+        :raise AgentDisconnected: the link dropped first.
+        :raise VMTimeout: no answer in time.
+        :raise ValueError: the message is above the 16 MiB host→guest limit.
+        """
+        params = dict(params or {})
+        if timeout is None:
+            own = params.get("timeout")
+            timeout = (
+                float(own) + TIMEOUT_GRACE
+                if isinstance(own, (int, float))
+                else DEFAULT_CALL_TIMEOUT
+            )
+        message = ToolCall(tool=tool, params=params, id=new_id(), timestamp=time.time())
+        text = encode_message(message)
+        if len(text.encode()) > MAX_HOST_MESSAGE:
+            raise ValueError(
+                f"tool call {tool!r} is {len(text.encode()) / 2**20:.1f} MiB, above the "
+                f"{MAX_HOST_MESSAGE // 2**20} MiB host→guest message limit; send smaller chunks"
+            )
+        self._check_open(repr(tool))
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[message.id] = (tool, future)
+        try:
+            await self._send_message(text)
+            self._wake.set()
+            return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            raise VMTimeout(f"the agent's answer to {tool!r} over {self.peer}", timeout) from None
+        finally:
+            self._pending.pop(message.id, None)
+
+    def subscribe(self, callback: EventCallback) -> Callable[[], None]:
+        """Call ``callback(event)`` for every agent event; returns the unsubscribe function."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    async def close(self) -> None:
+        """Close the link; calls still pending fail with :class:`AgentDisconnected`."""
+        self._fail_all(AgentDisconnected(f"serial link {self.peer} closed by the host"))
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self._poller, 10.0)
+        await self._channel.close()
+        self._events.put_nowait(None)
+        with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
+            await asyncio.wait_for(self._dispatcher, 5.0)
+
+    # -- sending and polling ------------------------------------------------------------
+
+    def _check_open(self, what: str) -> None:
+        if self._failure is not None:
+            raise AgentDisconnected(f"cannot send {what}: {self._failure}")
+
+    async def _send_message(self, text: str) -> None:
+        data = text.encode()
+        try:
+            for fragment in fragments(data, SEND_CHUNK):
+                await self._channel.exchange(Op.SEND, fragment.encode())
+        except RemoteError as exc:
+            with contextlib.suppress(RemoteError):
+                await self._channel.exchange(Op.ABORT)
+            raise ProtocolViolation(f"the agent refused a message over {self.peer}: {exc}") from exc
+        except AgentDisconnected as exc:
+            self._fail_all(exc)
+            raise
+
+    async def _poll_loop(self) -> None:
+        pause = 0.0
+        while self._failure is None:
+            try:
+                got_data = await self._poll_once()
+            except (AgentDisconnected, ProtocolViolation, RemoteError) as exc:
+                failure = exc if not isinstance(exc, RemoteError) else ProtocolViolation(str(exc))
+                self._fail_all(failure)
+                return
+            if got_data:
+                pause = 0.0
+                continue
+            ceiling = BUSY_POLL_MAX if self._pending else IDLE_POLL_MAX
+            pause = min(ceiling, max(0.002, pause * 2))
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), pause)
+            if self._wake.is_set():
+                pause = 0.0
+
+    async def _poll_once(self) -> bool:
+        body = await self._channel.exchange(Op.POLL)
+        if not body or not body[0] & PollFlag.DATA:
+            return False
+        try:
+            message = self._inbound.add(Fragment.parse(body[1:]))
+        except LinkError as exc:
+            raise ProtocolViolation(f"bad fragment from the agent on {self.peer}: {exc}") from exc
+        if message is not None:
+            self._handle(self._parse(message))
+        return True
+
+    def _parse(self, data: bytes) -> Any:
+        try:
+            return parse_message(data)
+        except ProtocolError as exc:
+            raise ProtocolViolation(
+                f"the agent on {self.peer} sent an invalid message ({exc}): {data[:200]!r}"
+            ) from exc
+
+    def _handle(self, message: Any) -> None:
+        if isinstance(message, ToolResult):
+            self._resolve(message)
+        elif isinstance(message, Event):
+            server_info = message.data.get("server_info")
+            if isinstance(server_info, dict) and not self._welcome:
+                self._welcome = dict(server_info)
+            self._events.put_nowait(message)
+        elif isinstance(message, Connect):
+            if not self._connect_reply.done():
+                self._connect_reply.set_result(dict(message.client_info))
+        elif isinstance(message, Ping):
+            pong = encode_message(Pong(id=message.id, timestamp=time.time()))
+            task = asyncio.create_task(self._send_quietly(pong))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _send_quietly(self, text: str) -> None:
+        with contextlib.suppress(AgentDisconnected, ProtocolViolation):
+            await self._send_message(text)
+
+    def _resolve(self, message: ToolResult) -> None:
+        entry = self._pending.pop(message.id, None)
+        if entry is None:
+            return
+        tool, future = entry
+        if future.done():
+            return
+        if message.success:
+            future.set_result(dict(message.result or {}))
+        else:
+            future.set_exception(ToolError(tool, message.error or "call failed", message.result))
+
+    def _fail_all(self, failure: Exception) -> None:
+        if self._failure is None:
+            self._failure = failure
+        pending, self._pending = self._pending, {}
+        for tool, future in pending.values():
+            if not future.done():
+                future.set_exception(AgentDisconnected(f"{tool!r} got no answer: {self._failure}"))
+        if not self._connect_reply.done():
+            self._connect_reply.set_exception(AgentDisconnected(str(self._failure)))
+            self._connect_reply.exception()
+
+    async def _dispatch_loop(self) -> None:
+        while (event := await self._events.get()) is not None:
+            for callback in list(self._subscribers):
+                try:
+                    outcome = callback(event)
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                except Exception:
+                    log.exception("event subscriber %r failed on %s", callback, event.event_type)
+
+
+def _json_object(body: bytes, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(body)
+    except ValueError as exc:
+        raise ProtocolViolation(f"the agent's {what} is not JSON: {body[:200]!r}") from exc
+    if not isinstance(value, dict):
+        raise ProtocolViolation(f"the agent's {what} is not a JSON object: {body[:200]!r}")
+    return value

@@ -1,0 +1,403 @@
+"""``VM``: one Machine, its agent, and a connected :class:`~pytest_adare.guest.Guest`.
+
+``start()`` runs the phases and reports each as one progress line with its time:
+``bundle`` (host-side agent bundle, cached), ``qemu`` (overlay + QEMU + QMP), then
+either ``boot`` (built-in images: the init starts the agent with the config handed
+over by fw_cfg) or ``qga`` + ``install`` (any image with qemu-ga), and ``connect``
+(WebSocket handshake + ``connect`` answer, or the serial link). When the connection
+cannot be made, the guest is diagnosed and :class:`AgentUnreachable` says why.
+
+Snapshots: :meth:`save_ready` / :meth:`restore_ready` close the agent connection
+first and reconnect after (a WebSocket kept open across ``loadvm`` hangs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from PIL import Image
+
+from pytest_adare import qemu_input
+from pytest_adare.agent_bundle import AgentBundle, build_agent_bundle
+from pytest_adare.client import AgentClient
+from pytest_adare.connection import AgentConnection
+from pytest_adare.diagnosis import AgentFacts, guest_facts, serial_health, unreachable
+from pytest_adare.errors import AdareError, AgentDisconnected, AgentUnreachable, QGAError
+from pytest_adare.guest import AsyncGuest, Guest
+from pytest_adare.image.manifest import ImageManifest
+from pytest_adare.install import (
+    GuestLayout,
+    agent_config,
+    boot_handoff,
+    install_agent,
+    new_token,
+    uses_boot_handoff,
+)
+from pytest_adare.loop_thread import shared_loop
+from pytest_adare.machine import Machine
+from pytest_adare.qga import AsyncQGAClient
+from pytest_adare.serial_client import SerialAgentClient
+
+T = TypeVar("T")
+Progress = Callable[[str], None]
+TRANSPORTS = ("websocket", "serial")
+GUI_MODES = ("agent", "host")
+READY_TAG = "adare-ready"
+AGENT_STARTED = r"adare-init: agent started"
+BOOT_TIMEOUT = 300.0
+"""Bound on guest boot up to the agent's start (TCG on a busy 2-core host is slow)."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One start-up phase: its name, how long it took, and what happened."""
+
+    name: str
+    seconds: float
+    detail: str = ""
+
+    def line(self) -> str:
+        """The progress line, e.g. ``connect: websocket 127.0.0.1:40123 (0.21 s)``."""
+        detail = f"{self.detail} " if self.detail else ""
+        return f"{self.name}: {detail}({self.seconds:.2f} s)"
+
+
+class MachineGui:
+    """Host-side GUI (``gui="host"``): QMP screendump and ``input-send-event``."""
+
+    def __init__(self, machine: Machine, screen: tuple[int, int] | None) -> None:
+        self.machine = machine
+        self.screen = screen
+
+    async def _size(self) -> tuple[int, int]:
+        if self.screen is None:
+            self.screen = (await self.machine.ascreendump()).size
+        return self.screen
+
+    async def ascreendump(self) -> Image.Image:
+        image = await self.machine.ascreendump()
+        self.screen = image.size
+        return image
+
+    async def amouse_move(self, x: int, y: int) -> None:
+        width, height = await self._size()
+        absolute = qemu_input.scale_to_abs(x, width), qemu_input.scale_to_abs(y, height)
+        await self.machine.asend_input(qemu_input.move_events(*absolute))
+
+    async def _button(self, button: str, down: bool) -> None:
+        await self.machine.asend_input(qemu_input.button_events(button, down))
+
+    async def amouse_click(self, x: int, y: int, button: str = "left", count: int = 1) -> None:
+        await self.amouse_move(x, y)
+        for _ in range(count):
+            await self._button(button, True)
+            await self._button(button, False)
+
+    async def amouse_drag(self, x1: int, y1: int, x2: int, y2: int) -> None:
+        await self.amouse_move(x1, y1)
+        await self._button("left", True)
+        await self.amouse_move(x2, y2)
+        await self._button("left", False)
+
+    async def ascroll(self, direction: str, amount: int) -> None:
+        if direction not in ("up", "down"):
+            raise ValueError(f"host-side input scrolls only up or down, not {direction!r}")
+        for _ in range(amount):
+            await self._button(f"wheel-{direction}", True)
+            await self._button(f"wheel-{direction}", False)
+
+    async def atype_text(self, text: str) -> None:
+        for batch in qemu_input.text_events(text):
+            await self.machine.asend_input(batch)
+
+    async def asend_keys(self, keys: Sequence[str]) -> None:
+        await self.machine.asend_input(qemu_input.key_events(list(keys)))
+
+
+class VM:
+    """One guest VM with its agent connected; see the module docstring for the phases."""
+
+    def __init__(
+        self,
+        manifest: ImageManifest,
+        workdir: Path,
+        *,
+        name: str = "vm",
+        memory_mib: int | None = None,
+        cpus: int | None = None,
+        accel: str = "auto",
+        transport: str = "websocket",
+        network: bool = True,
+        gui: str = "agent",
+        install: str = "auto",
+        config_overrides: Mapping[str, Any] | None = None,
+        boot_timeout: float = BOOT_TIMEOUT,
+    ) -> None:
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
+        if gui not in GUI_MODES:
+            raise ValueError(f"gui must be one of {GUI_MODES}, got {gui!r}")
+        if install not in ("auto", "qga"):
+            raise ValueError(f"install must be 'auto' or 'qga', got {install!r}")
+        if transport == "websocket" and not network:
+            raise ValueError("transport='websocket' needs the network; use transport='serial'")
+        self.manifest = manifest
+        self.workdir = Path(workdir)
+        self.name = name
+        self.transport = transport
+        self.gui = gui
+        self.token = new_token()
+        self.layout = GuestLayout.for_manifest(manifest)
+        self.agent_config = agent_config(self.layout, self.token, config_overrides)
+        self.handoff = install == "auto" and uses_boot_handoff(manifest)
+        self.boot_timeout = boot_timeout
+        self.phases: list[Phase] = []
+        self._machine_options: dict[str, Any] = {
+            "memory_mib": memory_mib, "cpus": cpus, "accel": accel, "network": network,
+            "name": name,
+        }  # fmt: skip
+        self._machine: Machine | None = None
+        self._bundle: AgentBundle | None = None
+        self._qga: AsyncQGAClient | None = None
+        self._guest: Guest | None = None
+        self._progress: Progress | None = None
+
+    # -- public state -------------------------------------------------------------------
+
+    @property
+    def guest(self) -> Guest:
+        """The connected guest facade. :raise AdareError: before :meth:`start`."""
+        if self._guest is None:
+            raise AdareError(f"VM {self.name} has no agent connection (start() it first)")
+        return self._guest
+
+    @property
+    def machine(self) -> Machine:
+        """The QEMU machine. :raise AdareError: before :meth:`start`."""
+        if self._machine is None:
+            raise AdareError(f"VM {self.name} has no machine yet (start() it first)")
+        return self._machine
+
+    @property
+    def qga(self) -> AsyncQGAClient:
+        """The QGA client of this VM (async; created on first use)."""
+        if self._qga is None:
+            self._qga = AsyncQGAClient(self.machine.qga_path)
+        return self._qga
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return shared_loop().run(coro, timeout)
+
+    def _phase(self, name: str, started: float, detail: str = "") -> None:
+        phase = Phase(name, time.monotonic() - started, detail)
+        self.phases.append(phase)
+        if self._progress is not None:
+            self._progress(f"{self.name} {phase.line()}")
+
+    # -- start-up -------------------------------------------------------------------------
+
+    def start(self, progress: Progress | None = None) -> VM:
+        """Boot, get the agent running, connect; one progress line per phase.
+
+        :raise VMLaunchError, VMTimeout, VMDied: QEMU or the guest did not come up.
+        :raise AgentUnreachable: the agent could not be connected (the message says why).
+        """
+        self._progress = progress
+        self.phases.clear()
+        t = time.monotonic()
+        self._bundle = build_agent_bundle(gui=self.manifest.desktop)
+        self._phase("bundle", t, f"{self._bundle.version} {self._bundle.bundle_hash[:12]}")
+        entries: dict[str, Path] = {}
+        hand_off = ""
+        if self.handoff:
+            entries, replaced = boot_handoff(
+                self.manifest, self.workdir, self.agent_config, self._bundle
+            )
+            hand_off = "config + newer bundle" if replaced else "config"
+        t = time.monotonic()
+        self._machine = Machine(
+            self.manifest, self.workdir, fw_cfg=entries, **self._machine_options
+        )
+        self.machine.start()
+        self._phase("qemu", t, f"accel {self.machine.accel} ({self.machine.accel_reason})")
+        self._run(self._aready(0, hand_off))
+        return self
+
+    async def _aready(self, mark: int, hand_off: str) -> None:
+        """Bring the agent up after QEMU started (boot or install), then connect."""
+        t = time.monotonic()
+        if self.handoff:
+            await self.machine.await_for_console(AGENT_STARTED, self.boot_timeout, since=mark)
+            self._phase("boot", t, f"agent started by the guest's init ({hand_off} via fw_cfg)")
+        else:
+            await self._await_qga(self.boot_timeout)
+            self._phase("qga", t, "qemu-ga answers")
+            t = time.monotonic()
+            assert self._bundle is not None
+            report = await install_agent(
+                self.qga, self.layout, self._bundle, self.agent_config, progress=self._progress
+            )
+            self._phase("install", t, report.describe())
+        t = time.monotonic()
+        connection = await self._aconnect()
+        if self._guest is None:
+            host_gui = (
+                MachineGui(self.machine, self.manifest.display) if self.gui == "host" else None
+            )
+            self._guest = Guest(AsyncGuest(connection, host_gui=host_gui))
+        else:
+            self._guest.aio.attach(connection)
+        info = connection.server_info
+        self._phase("connect", t, f"{self.transport}, agent {info.get('version', '?')}")
+
+    async def _await_qga(self, timeout: float) -> None:
+        async def sync() -> None:
+            await self.qga.sync(timeout)
+
+        await self.machine._bounded(sync(), timeout + 5, "qemu-ga to answer guest-sync")
+
+    async def _aconnect(self) -> AgentConnection:
+        try:
+            if self.transport == "serial":
+                path = self.machine.agent_serial_path
+                try:
+                    return await SerialAgentClient.connect(path, timeout=30.0)
+                except AgentDisconnected as exc:
+                    raise AgentUnreachable(
+                        f"the agent does not answer on its serial link {path}",
+                        {"attempts": [str(exc)]},
+                    ) from exc
+            port = self.machine.agent_port
+            assert port is not None, "websocket transport without a forwarded port"
+            return await AgentClient.connect("127.0.0.1", port, self.token, backoff=0.5)
+        except AgentUnreachable as failure:
+            self.machine.check_alive()
+            raise await self._adiagnose(failure) from failure
+
+    async def _adiagnose(self, failure: AgentUnreachable) -> AgentUnreachable:
+        """Ask the serial link and QGA what is wrong; the decided cause as the error."""
+        facts = AgentFacts(
+            port=int(self.agent_config.get("port", 18765)),
+            connect_errors=list(failure.details.get("attempts", [str(failure)])),
+            log_path=self.layout.log_path,
+        )
+        if self.transport != "serial":
+            await serial_health(self._serial_ping, facts)
+        try:
+            await self._await_qga(20.0)
+        except (QGAError, AdareError) as exc:
+            facts.qga_error = str(exc).splitlines()[0]
+        else:
+            logs = [self.layout.log_path, self.layout.output_path]
+            await guest_facts(self._qga_run, facts, logs, self.layout.python)
+        return unreachable(facts)
+
+    async def _serial_ping(self) -> dict[str, Any]:
+        return await SerialAgentClient.ping_path(self.machine.agent_serial_path, timeout=5.0)
+
+    async def _qga_run(self, argv: Any, timeout: float) -> tuple[int, str, str]:
+        result = await self.qga.exec(list(argv), timeout=timeout)
+        return (
+            result.exitcode,
+            result.stdout.decode("utf-8", "replace"),
+            result.stderr.decode("utf-8", "replace"),
+        )
+
+    # -- snapshots and reboot ----------------------------------------------------------
+
+    async def _adisconnect(self) -> None:
+        if self._guest is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._guest.aio.connection.close(), 10)
+
+    async def _areconnect(self) -> None:
+        assert self._guest is not None
+        self._guest.aio.attach(await self._aconnect())
+
+    def save_ready(self, tag: str = READY_TAG) -> None:
+        """Save the VM (RAM, devices, disk) as its ready state; the agent reconnects after."""
+
+        async def save() -> None:
+            await self._adisconnect()
+            await self.machine.asavevm(tag)
+            await self._areconnect()
+
+        self._run(save())
+
+    def restore_ready(self, tag: str = READY_TAG) -> None:
+        """Return to the saved ready state (disconnect, ``loadvm``, reconnect)."""
+
+        async def restore() -> None:
+            await self._adisconnect()
+            await self.machine.aloadvm(tag)
+            await self._areconnect()
+
+        self._run(restore())
+
+    def reboot(self) -> None:
+        """Reset the guest and wait until its agent is connected again."""
+        self.phases.clear()
+
+        async def reboot() -> None:
+            await self._adisconnect()
+            mark = self.machine.console_mark()
+            await self.machine.aqmp("system_reset")
+            await self.qga.close()
+            await self._aready(mark, "config")
+
+        self._run(reboot())
+
+    # -- evidence ---------------------------------------------------------------------------
+
+    def screendump(self) -> Image.Image:
+        """The guest display via QMP (no agent needed)."""
+        return self.machine.screendump()
+
+    def console_tail(self, n: int = 40) -> list[str]:
+        """The last ``n`` console lines."""
+        return self.machine.console_tail(n)
+
+    def agent_log_tail(self, n: int = 40) -> list[str]:
+        """The last ``n`` lines of the agent's log: via the agent, else via QGA."""
+        log = self.layout.log_path
+        if self._guest is not None and self.layout.os != "windows":
+            with contextlib.suppress(AdareError):
+                return self._guest.shell(
+                    f"tail -n {int(n)} '{log}'", timeout=10
+                ).stdout.splitlines()
+
+        async def read() -> bytes:
+            await self._await_qga(20.0)
+            return await self.qga.file_read(log, timeout=20.0)
+
+        try:
+            data = self._run(read())
+        except AdareError as exc:
+            return [f"(agent log unavailable: {str(exc).splitlines()[0]})"]
+        return data.decode("utf-8", "replace").splitlines()[-n:]
+
+    # -- shutdown -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Disconnect and stop QEMU; safe to call more than once."""
+        with contextlib.suppress(Exception):
+            self._run(self._aclose(), timeout=30)
+        if self._machine is not None:
+            self._machine.shutdown()
+
+    async def _aclose(self) -> None:
+        await self._adisconnect()
+        if self._qga is not None:
+            await self._qga.close()
+
+    def __enter__(self) -> VM:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,245 @@
+"""The plugin's VMs: booted on first need, shared by tests asking for the same configuration.
+
+A :class:`VMPool` lives for the pytest session (one per xdist worker). It resolves
+images, boots a VM per distinct :class:`~pytest_adare.options.VMRequest` key, brings
+it to a clean state before each test (:meth:`VMPool.prepare`) and remembers the first
+infrastructure failure of each configuration, so later tests error at once with that
+cause instead of timing out one by one.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_adare.errors import (
+    AdareError,
+    AgentDisconnected,
+    AgentUnreachable,
+    ImageError,
+    ProtocolViolation,
+    QGAError,
+    VMDied,
+    VMLaunchError,
+    VMTimeout,
+)
+from pytest_adare.options import VMRequest
+
+if TYPE_CHECKING:  # the VM layer (QEMU, PIL, websockets) loads only when a test needs it
+    from pytest_adare.image.manifest import ImageManifest
+    from pytest_adare.vm import VM
+
+INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
+    VMLaunchError, VMTimeout, VMDied, QGAError, AgentUnreachable, AgentDisconnected,
+    ProtocolViolation, ImageError,
+)
+"""Errors that mean the VM or its agent broke, not that the test's assertion failed."""
+
+Progress = Callable[[str], None]
+
+
+class VMBroken(AdareError):
+    """A VM configuration failed before; carries the first cause."""
+
+    def __init__(self, description: str, first_cause: str):
+        self.first_cause = first_cause
+        super().__init__(f"the VM ({description}) is broken since an earlier failure; "
+                         f"first cause:\n{first_cause}")
+
+
+def is_infrastructure_error(error: BaseException) -> bool:
+    """Whether ``error`` means the VM or the agent broke (an ERROR, not a FAILURE)."""
+    return isinstance(error, (*INFRASTRUCTURE_ERRORS, VMBroken))
+
+
+@dataclass
+class PooledVM:
+    """One VM of the pool and what the pool knows about its state."""
+
+    vm: VM
+    request: VMRequest
+    manifest: ImageManifest
+    workdir: Path
+    ready_saved: bool = False
+    dirty: bool = False
+    suspect: bool = False
+    failed_tests: list[str] = field(default_factory=list)
+    last_clean_state: str = ""
+
+
+def unmet_need(request: VMRequest, manifest: ImageManifest) -> str | None:
+    """Why ``manifest`` cannot serve ``request``'s declared needs, or None."""
+    if request.needs_desktop and not manifest.desktop:
+        return (f"needs a desktop (adare_vm gui=...) but image {request.image!r} has none; "
+                "use a desktop image such as debian-desktop")
+    if request.needs_os and request.needs_os != manifest.os:
+        return (f"needs a {request.needs_os} guest but image {request.image!r} is "
+                f"{manifest.os}")
+    return None
+
+
+class VMPool:
+    """Session-wide VMs keyed by configuration; everything is closed by :meth:`close`."""
+
+    def __init__(self, progress: Progress, *, workdir_prefix: str = "adare-") -> None:
+        self._progress = progress
+        self._prefix = workdir_prefix
+        self._manifests: dict[str, ImageManifest] = {}
+        self._vms: dict[tuple[Any, ...], PooledVM] = {}
+        self._broken: dict[tuple[Any, ...], str] = {}
+        self._extra: list[PooledVM] = []
+
+    def manifest(self, request: VMRequest) -> ImageManifest:
+        """The request's image, resolved (and built when a built-in) once per session."""
+        key = ("image", request.image)
+        if key in self._broken:
+            raise VMBroken(f"image {request.image}", self._broken[key])
+        if request.image not in self._manifests:
+            from pytest_adare.image.manifest import resolve_image
+
+            try:
+                self._manifests[request.image] = resolve_image(request.image,
+                                                               progress=self._progress)
+            except ImageError as error:
+                self._broken[key] = str(error)
+                raise
+        return self._manifests[request.image]
+
+    def get(self, request: VMRequest) -> PooledVM:
+        """The shared VM for ``request``'s configuration, booted on first use.
+
+        :raise VMBroken: when this configuration failed before (with the first cause).
+        """
+        key = request.vm_key
+        if key in self._broken:
+            raise VMBroken(request.describe(), self._broken[key])
+        if key not in self._vms:
+            try:
+                self._vms[key] = self._boot(request, f"vm{len(self._vms)}")
+            except INFRASTRUCTURE_ERRORS as error:
+                self._broken[key] = str(error)
+                raise
+        return self._vms[key]
+
+    def start_extra(self, request: VMRequest) -> PooledVM:
+        """A VM of its own (``adare_vm_factory``); closed with the pool or by :meth:`release`."""
+        pooled = self._boot(request, f"extra{len(self._extra)}")
+        self._extra.append(pooled)
+        return pooled
+
+    def _boot(self, request: VMRequest, name: str) -> PooledVM:
+        from pytest_adare.vm import VM
+
+        manifest = self.manifest(request)
+        workdir = Path(tempfile.mkdtemp(prefix=f"{self._prefix}{name}-"))
+        vm = VM(manifest, workdir, name=name, memory_mib=request.memory_mib,
+                cpus=request.cpus, accel=request.accel, transport=request.transport,
+                network=request.network, gui=request.gui_mode)
+        started = time.monotonic()
+        try:
+            self._progress(f"starting {name}: {request.describe()}")
+            vm.start(progress=self._progress)
+            self._progress(f"{name} ready in {time.monotonic() - started:.1f} s")
+        except BaseException:
+            vm.close()
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        return PooledVM(vm, request, manifest, workdir)
+
+    def prepare(self, pooled: PooledVM, isolation: str) -> None:
+        """Bring ``pooled`` to the clean state ``isolation`` promises, before a test.
+
+        On an infrastructure error the VM's configuration is marked broken.
+        """
+        started = time.monotonic()
+        try:
+            done = self._clean(pooled, isolation)
+        except INFRASTRUCTURE_ERRORS as error:
+            self.mark_broken(pooled, str(error))
+            raise
+        pooled.dirty = True
+        pooled.suspect = False
+        took = time.monotonic() - started
+        pooled.last_clean_state = f"{done} {took:.2f} s" if done else ""
+
+    def _clean(self, pooled: PooledVM, isolation: str) -> str:
+        vm = pooled.vm
+        if isolation == "none":
+            if pooled.suspect:
+                vm.guest.call("get_status")
+            return ""
+        if isolation == "reboot" or (isolation == "snapshot" and not pooled.ready_saved):
+            if pooled.dirty or pooled.suspect:
+                vm.reboot()
+                done = "reboot"
+            else:
+                done = ""
+            if isolation == "snapshot":
+                vm.save_ready()
+                pooled.ready_saved = True
+                done = (done + " + " if done else "") + "save ready state"
+            return done
+        if pooled.dirty or pooled.suspect:
+            vm.restore_ready()
+            return "restore ready state"
+        return ""
+
+    def mark_broken(self, pooled: PooledVM, cause: str) -> None:
+        """Remember ``cause`` as the first failure of ``pooled``'s configuration."""
+        self._broken.setdefault(pooled.request.vm_key, cause)
+
+    def all_vms(self) -> list[PooledVM]:
+        return [*self._vms.values(), *self._extra]
+
+    def release(self, pooled: PooledVM, keep: bool) -> str | None:
+        """Close one VM; with ``keep`` its workdir stays and a boot hint is returned."""
+        if pooled in self._extra:
+            self._extra.remove(pooled)
+        self._vms = {k: v for k, v in self._vms.items() if v is not pooled}
+        hint = keep_hint(pooled) if keep else None
+        pooled.vm.close()
+        if not keep:
+            shutil.rmtree(pooled.workdir, ignore_errors=True)
+        return hint
+
+    def close(self, keep: Callable[[PooledVM], bool]) -> list[str]:
+        """Close every VM (errors in one do not stop the others); returns keep hints."""
+        hints: list[str] = []
+        first_error: BaseException | None = None
+        for pooled in self.all_vms():
+            try:
+                hint = self.release(pooled, keep(pooled))
+            except BaseException as error:
+                first_error = first_error or error
+                continue
+            if hint:
+                hints.append(hint)
+        if first_error is not None:
+            raise first_error
+        return hints
+
+
+def keep_hint(pooled: PooledVM) -> str:
+    """How to boot a kept VM's disk again, for the terminal summary.
+
+    The command is the VM's own QEMU command line with its sockets moved into the kept
+    workdir (the originals are removed on close) and, when a ready state was saved,
+    ``-loadvm`` to resume right there.
+    """
+    from pytest_adare.vm import READY_TAG
+
+    machine = pooled.vm.machine
+    sockets = pooled.workdir / "sockets"
+    sockets.mkdir(exist_ok=True)
+    old_sockets = str(machine.qmp_path.parent)
+    argv = [arg.replace(old_sockets, str(sockets)) for arg in machine.argv]
+    if pooled.ready_saved:
+        argv += ["-loadvm", READY_TAG]
+    return (f"kept the disk of {pooled.request.describe()}: {machine.overlay_path}\n"
+            f"  boot it again: {shlex.join(argv)}")

@@ -1,0 +1,147 @@
+"""The Guest facade over AgentClient against the real agent server on localhost."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from adare_guest.config import AgentConfig
+from adare_guest.server import AdareVMServer
+from pytest_adare.client import AgentClient
+from pytest_adare.errors import AgentUnreachable, GuestCommandFailed, ToolError
+from pytest_adare.guest import AsyncGuest, Guest
+from pytest_adare.loop_thread import shared_loop
+
+TOKEN = "local-test-token"
+
+
+@pytest.fixture
+def agent_config(tmp_path: Path) -> AgentConfig:
+    """The conftest's localhost agent, but with a token like every VM's agent."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    return AgentConfig(host="127.0.0.1", port=0, run_dir=run_dir, token=TOKEN)
+
+
+@pytest_asyncio.fixture
+async def aguest(agent: AdareVMServer) -> AsyncIterator[AsyncGuest]:
+    assert agent.listen_address is not None
+    client = await AgentClient.connect("127.0.0.1", agent.listen_address[1], TOKEN)
+    yield AsyncGuest(client)
+    await client.close()
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.asyncio
+async def test_shell_returns_rc_stdout_stderr_and_check_raises(aguest: AsyncGuest) -> None:
+    result = await aguest.shell("echo hi; echo oops >&2; exit 3")
+    assert (result.returncode, result.stdout, result.stderr) == (3, "hi\n", "oops\n")
+    with pytest.raises(GuestCommandFailed, match="exited with 3") as caught:
+        result.check()
+    assert caught.value.result is result
+    assert (await aguest.shell("true")).check().ok
+
+
+@pytest.mark.asyncio
+async def test_push_then_pull_10_mib_keeps_the_bytes(aguest: AsyncGuest, tmp_path: Path) -> None:
+    source = tmp_path / "source.bin"
+    source.write_bytes(os.urandom(10 * 2**20 + 123))
+    guest_path = str(tmp_path / "guest" / "copy.bin")
+    pushed: list[tuple[int, int]] = []
+    await aguest.push(source, guest_path, progress=lambda done, total: pushed.append((done, total)))
+    assert sha256_of(Path(guest_path)) == sha256_of(source)
+    assert pushed[-1] == (source.stat().st_size, source.stat().st_size)
+
+    pulled: list[tuple[int, int]] = []
+    back = await aguest.pull(
+        guest_path, tmp_path / "host" / "back.bin", progress=lambda d, t: pulled.append((d, t))
+    )
+    assert sha256_of(back) == sha256_of(source)
+    assert len(pulled) == 11 and pulled[-1][0] == source.stat().st_size
+    assert sorted(p.name for p in back.parent.iterdir()) == ["back.bin"]  # no part files left
+
+
+@pytest.mark.asyncio
+async def test_empty_file_round_trip(aguest: AsyncGuest, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    await aguest.push(empty, str(tmp_path / "g-empty"))
+    back = await aguest.pull(str(tmp_path / "g-empty"), tmp_path / "h-empty")
+    assert back.read_bytes() == b""
+
+
+@pytest.mark.asyncio
+async def test_failed_pull_leaves_no_host_file(aguest: AsyncGuest, tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match="is a directory"):
+        await aguest.pull(str(tmp_path), tmp_path / "dir-copy")
+    with pytest.raises(ToolError, match="pull_file_chunk"):
+        await aguest.pull(str(tmp_path / "missing"), tmp_path / "missing-copy")
+    assert not (tmp_path / "dir-copy").exists() and not (tmp_path / "missing-copy").exists()
+
+
+@pytest.mark.asyncio
+async def test_shell_events_reach_subscribers(aguest: AsyncGuest) -> None:
+    with aguest.events.record() as seen:
+        await aguest.shell("echo evented")
+        for _ in range(100):
+            if any(e.event_type == "command_complete" for e in seen):
+                break
+            await asyncio.sleep(0.01)
+    kinds = [e.event_type for e in seen]
+    assert "command_start" in kinds and "command_complete" in kinds
+
+
+@pytest.mark.asyncio
+async def test_watch_fs_reports_created_and_deleted(aguest: AsyncGuest, tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "old.txt").write_text("old")
+    async with aguest.watch_fs(str(root)) as watch:
+        await aguest.shell(f"rm {root}/old.txt; echo new > {root}/new.txt")
+    assert watch.diff is not None
+    assert watch.diff.created == {f"{root}/new.txt"}
+    assert watch.diff.deleted == {f"{root}/old.txt"}
+
+
+@pytest.mark.asyncio
+async def test_unknown_tool_is_a_tool_error(aguest: AsyncGuest) -> None:
+    with pytest.raises(ToolError, match="no_such_tool"):
+        await aguest.call("no_such_tool")
+
+
+@pytest.mark.asyncio
+async def test_wrong_token_is_refused(agent: AdareVMServer) -> None:
+    assert agent.listen_address is not None
+    with pytest.raises(AgentUnreachable, match="401"):
+        await AgentClient.connect("127.0.0.1", agent.listen_address[1], "wrong")
+
+
+@pytest.fixture
+def shared_loop_agent(agent_config: AgentConfig) -> Iterator[AdareVMServer]:
+    """An agent on the host's shared loop thread, for the synchronous facade."""
+    server = AdareVMServer(agent_config)
+    shared_loop().run(server.start(), timeout=30)
+    yield server
+    shared_loop().run(server.stop(), timeout=30)
+
+
+def test_sync_guest_runs_on_the_shared_loop(shared_loop_agent: AdareVMServer) -> None:
+    assert shared_loop_agent.listen_address is not None
+    port = shared_loop_agent.listen_address[1]
+    client = shared_loop().run(AgentClient.connect("127.0.0.1", port, TOKEN), timeout=30)
+    guest = Guest(AsyncGuest(client))
+    try:
+        assert guest.shell("printf sync").stdout == "sync"
+        assert guest.server_info["bundle_hash"]
+        assert guest.call("get_timestamp")["timestamp"] > 0
+    finally:
+        shared_loop().run(client.close(), timeout=30)

@@ -1,0 +1,204 @@
+"""The host runtime end to end on the built-in image under real QEMU (TCG here).
+
+The image comes from ``ADARE_E2E_IMAGE`` (a manifest) or the path another helper
+writes to ``/tmp/adare-image-ready.txt``; without either the module is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pytest_adare import launch
+from pytest_adare.agent_bundle import build_agent_bundle
+from pytest_adare.client import AgentClient
+from pytest_adare.errors import AgentUnreachable
+from pytest_adare.guest import AsyncGuest, Guest
+from pytest_adare.image.manifest import AgentSpec, ImageManifest, load_manifest
+from pytest_adare.install import GuestLayout, agent_config, install_agent, new_token
+from pytest_adare.loop_thread import shared_loop
+from pytest_adare.machine import Machine
+from pytest_adare.qga import AsyncQGAClient
+from pytest_adare.vm import VM, MachineGui
+
+pytestmark = pytest.mark.e2e
+READY_FILE = Path("/tmp/adare-image-ready.txt")
+
+
+@pytest.fixture(scope="module")
+def manifest() -> ImageManifest:
+    spec = os.environ.get("ADARE_E2E_IMAGE") or (
+        READY_FILE.read_text().strip() if READY_FILE.exists() else ""
+    )
+    if not spec:
+        pytest.skip("no built-in image: set ADARE_E2E_IMAGE or build it (adare-image build)")
+    return load_manifest(spec)
+
+
+@pytest.fixture(scope="module")
+def vm(manifest: ImageManifest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VM]:
+    lines: list[str] = []
+    with launch(manifest.path or manifest.disk, progress=lines.append,
+                workdir=tmp_path_factory.mktemp("vm")) as running:  # fmt: skip
+        running.progress_lines = lines  # type: ignore[attr-defined]
+        yield running
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_start_reports_one_line_per_phase(vm: VM) -> None:
+    names = [p.name for p in vm.phases]
+    assert names[0] == "bundle" and names[-1] == "connect"
+    assert "qemu" in names and ("boot" in names or "install" in names)
+    assert len(vm.progress_lines) == len(names)  # type: ignore[attr-defined]
+
+
+def test_shell_rc_stdout_stderr(vm: VM) -> None:
+    r = vm.guest.shell("echo hi; echo oops >&2; exit 3")
+    assert (r.returncode, r.stdout, r.stderr) == (3, "hi\n", "oops\n")
+
+
+def test_push_pull_10_mib_with_hash(vm: VM, tmp_path: Path) -> None:
+    source = tmp_path / "ten.bin"
+    source.write_bytes(os.urandom(10 * 2**20))
+    vm.guest.push(source, "/tmp/ten.bin")
+    guest_sum = vm.guest.shell("sha256sum /tmp/ten.bin").check().stdout.split()[0]
+    assert guest_sum == sha256_of(source)
+    back = vm.guest.pull("/tmp/ten.bin", tmp_path / "back.bin")
+    assert sha256_of(back) == sha256_of(source)
+
+
+def test_fs_snapshot_diff(vm: VM) -> None:
+    vm.guest.shell("mkdir -p /root/case && echo a > /root/case/keep && echo b > /root/case/gone")
+    before = vm.guest.fs_snapshot("/root/case")
+    vm.guest.shell("rm /root/case/gone; echo c > /root/case/new; echo aa >> /root/case/keep")
+    diff = vm.guest.fs_snapshot("/root/case").diff(before)
+    assert diff.created == {"/root/case/new"}
+    assert diff.deleted == {"/root/case/gone"}
+    assert "/root/case/keep" in diff.modified
+
+
+def test_screenshot_via_host_screendump(vm: VM) -> None:
+    direct = vm.screendump()
+    assert direct.width > 0 and direct.height > 0
+    host_gui = Guest(AsyncGuest(vm.guest.aio.connection, host_gui=MachineGui(vm.machine, None)))
+    routed = host_gui.screenshot()
+    assert routed.size == direct.size
+
+
+def test_restore_ready_undoes_changes_and_reconnects(vm: VM) -> None:
+    vm.save_ready()
+    vm.guest.shell("touch /root/after-save").check()
+    vm.restore_ready()
+    assert vm.guest.shell("test -e /root/after-save").returncode == 1
+
+
+def test_agent_log_tail_and_console_tail(vm: VM) -> None:
+    assert vm.console_tail(200)
+    assert any("listening" in line for line in vm.agent_log_tail(200))
+
+
+def test_serial_transport_with_network_disabled(manifest: ImageManifest, tmp_path: Path) -> None:
+    assert manifest.path is not None
+    with launch(manifest.path, transport="serial", network=False, progress=None,
+                workdir=tmp_path) as serial_vm:  # fmt: skip
+        assert serial_vm.machine.agent_port is None
+        r = serial_vm.guest.shell("ip -o link show eth0 || echo no-eth0")
+        assert "no-eth0" in r.stdout or "eth0" not in r.stdout.split(":")[1:2]
+        assert serial_vm.guest.shell("echo over-serial").stdout == "over-serial\n"
+
+
+def _moved_layout(manifest: ImageManifest) -> ImageManifest:
+    """The image as a user's image: no fw_cfg hand-off, agent to be installed elsewhere."""
+    agent = AgentSpec(serial_device=manifest.agent.serial_device, run_dir="/opt/adare/run")
+    return replace(manifest, agent=agent)
+
+
+def test_install_pushes_the_bundle_when_the_baked_agent_is_removed(
+    manifest: ImageManifest, tmp_path: Path
+) -> None:
+    user_image = _moved_layout(manifest)
+    layout = GuestLayout.for_manifest(user_image)
+    bundle = build_agent_bundle()
+    token = new_token()
+    config = agent_config(layout, token)
+    with Machine(user_image, tmp_path, name="push") as machine:
+        qga = AsyncQGAClient(machine.qga_path)
+
+        async def scenario() -> tuple[str, str, str]:
+            await qga.sync(timeout=300)
+            removal = "mv /adare/agent/bundle.pyz /adare/agent/removed.pyz; pkill -f bundle.pyz"
+            await qga.exec(["/bin/sh", "-c", removal + "; true"])
+            first = await install_agent(qga, layout, bundle, config)
+            assert machine.agent_port is not None
+            client = await AgentClient.connect("127.0.0.1", machine.agent_port, token, backoff=0.5)
+            where = await AsyncGuest(client).shell("ls /proc/self/ >/dev/null; echo $0")
+            await client.close()
+            second = await install_agent(qga, layout, bundle, config)
+            client = await AgentClient.connect("127.0.0.1", machine.agent_port, token, backoff=0.5)
+            assert client.server_info["bundle_hash"] == bundle.bundle_hash
+            await client.close()
+            await qga.close()
+            return first.action, second.action, where.stdout
+
+        first, second, shell = shared_loop().run(scenario(), timeout=600)
+    assert (first, second) == ("installed", "skipped")
+    assert shell.strip()
+
+
+def _start_broken(manifest: ImageManifest, tmp_path: Path, **overrides: object) -> str:
+    vm = VM(manifest, tmp_path, name="broken", config_overrides=overrides)
+    try:
+        with pytest.raises(AgentUnreachable) as caught:
+            vm.start()
+        return caught.value.diagnosis
+    finally:
+        vm.close()
+
+
+def test_diagnosis_agent_listening_only_on_loopback(
+    manifest: ImageManifest, tmp_path: Path
+) -> None:
+    diagnosis = _start_broken(manifest, tmp_path, host="127.0.0.1")
+    assert diagnosis.startswith("the agent listens only on 127.0.0.1:18765 inside the guest")
+
+
+def test_diagnosis_agent_not_running_names_its_last_log_line(vm: VM) -> None:
+    """Last in the module: it breaks the shared VM's agent for good."""
+
+    async def kill_agent() -> None:
+        breaking = "mv /adare/agent/bundle.pyz /adare/agent/off.pyz; pkill -f bundle.pyz; true"
+        await vm.qga.sync(timeout=60)
+        await vm.qga.exec(["/bin/sh", "-c", breaking])
+
+    shared_loop().run(kill_agent(), timeout=120)
+    with pytest.raises(AgentUnreachable) as caught:
+        vm.restore_ready()  # disconnects and reconnects: the agent is gone by then
+    diagnosis = caught.value.diagnosis
+    assert diagnosis.startswith("the agent is not running in the guest (it exited)"), diagnosis
+    assert "can't open file" in diagnosis
+
+
+def test_diagnosis_firewall_drop(manifest: ImageManifest, tmp_path: Path) -> None:
+    with launch(manifest.path or manifest.disk, progress=None, workdir=tmp_path) as fw_vm:
+        tools = fw_vm.guest.shell("command -v nft || command -v iptables").stdout.strip()
+        if not tools:
+            pytest.skip("the built-in image has neither nft nor iptables to drop port 18765")
+        rule = (
+            "nft add table inet t; nft add chain inet t in '{ type filter hook input priority 0; }';"
+            " nft add rule inet t in tcp dport 18765 drop"
+            if tools.endswith("nft")
+            else "iptables -A INPUT -p tcp --dport 18765 -j DROP"
+        )
+        fw_vm.guest.shell(f"(sleep 1; {rule}) >/dev/null 2>&1 &")
+        with pytest.raises(AgentUnreachable) as caught:
+            fw_vm.reboot()  # not a reboot of rules: the drop is in memory, so reconnect instead
+        assert "dropped" in caught.value.diagnosis, shlex.quote(caught.value.diagnosis)

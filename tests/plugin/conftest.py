@@ -1,0 +1,17 @@
+"""The plugin is tested from the outside, as a user runs it: pytester writes test files
+and runs pytest on them. E2E tests boot the image named by ``ADARE_TEST_IMAGE``
+(default: the built-in ``debian``)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(scope="session")
+def test_image() -> str:
+    """The ``--adare-vm`` value the e2e tests boot."""
+    return os.environ.get("ADARE_TEST_IMAGE", "debian")

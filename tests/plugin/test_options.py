@@ -1,0 +1,179 @@
+"""Options, ini keys, the marker and skip logic: everything that needs no VM."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_adare.options import AdareOptions, apply_marker, parse_memory
+
+VM_TESTS = """
+import pytest
+
+def test_uses_guest(guest):
+    pass
+
+def test_uses_session_vm(adare_vm):
+    pass
+
+def test_uses_factory(adare_vm_factory):
+    pass
+
+@pytest.mark.asyncio
+async def test_uses_async_guest(async_guest):
+    pass
+
+@pytest.mark.adare_vm(gui=True)
+def test_marked_only():
+    pass
+
+def test_plain():
+    pass
+"""
+
+NO_IMAGE = "needs a VM image: pass --adare-vm=IMAGE"
+
+
+def test_without_image_every_vm_test_skips_with_one_reason(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(VM_TESTS)
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=5)
+    skip_lines = [line for line in result.outlines if line.startswith("SKIPPED")]
+    assert sum(int(line.split("[")[1].split("]")[0]) for line in skip_lines) == 5
+    assert all(NO_IMAGE in line for line in skip_lines)
+    result.stdout.fnmatch_lines(["adare: no --adare-vm given*"])
+
+
+def test_ini_image_counts_as_given(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nadare_vm = debian\nadare_isolation = none\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["adare: image debian, accel auto (*), isolation none, *"])
+
+
+def test_command_line_wins_over_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nadare_vm = debian\nadare_isolation = none\n"
+                     "adare_accel = kvm\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest("--adare-isolation=reboot", "--adare-accel=tcg",
+                                "--adare-vm=debian-desktop")
+    result.stdout.fnmatch_lines(["adare: image debian-desktop, accel tcg, isolation reboot, *"])
+
+
+def test_ini_paths_are_relative_to_the_ini_file(pytester: pytest.Pytester) -> None:
+    pytester.mkdir("images")
+    pytester.makeini("[pytest]\nadare_vm = images/mine.qcow2\nadare_artifacts = out\n")
+    pytester.makepyfile(
+        """
+        from pytest_adare.plugin import adare_options
+
+        def test_paths(pytestconfig):
+            options = adare_options(pytestconfig)
+            assert options.vm == str(pytestconfig.rootpath / "images" / "mine.qcow2")
+            assert options.artifacts == pytestconfig.rootpath / "out"
+        """
+    )
+    pytester.mkdir("sub")
+    result = pytester.runpytest(pytester.path, "--rootdir", str(pytester.path))
+    result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("isolation", "fast", "'fast' is not one of snapshot, none, reboot"),
+        ("accel", "hvf", "'hvf' is not one of auto, kvm, tcg"),
+        ("transport", "usb", "'usb' is not one of websocket, serial"),
+        ("gui", "vnc", "'vnc' is not one of agent, host"),
+        ("keep", "sometimes", "'sometimes' is not one of never, on-failure, always"),
+        ("memory", "lots", "expected a memory size in MiB like 1024, 512M or 2G, got 'lots'"),
+        ("memory", "16", "16 MiB is too little memory*"),
+        ("cpus", "two", "expected a number of CPUs, got 'two'"),
+        ("cpus", "0", "expected at least 1 CPU, got '0'"),
+    ],
+)
+def test_bad_values_are_usage_errors(pytester: pytest.Pytester, flag: str, value: str,
+                                     message: str) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest(f"--adare-{flag}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: --adare-{flag}: {message}"])
+
+
+def test_bad_ini_value_names_the_ini_key(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nadare_keep = maybe\n")
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: ini key adare_keep: 'maybe' is not one of never, *"])
+
+
+def test_marker_is_registered_with_its_arguments(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.adare_vm(image=None, gui=None, os=None, *"])
+
+
+def test_marker_passes_strict_markers(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.adare_vm(memory="1G")
+        def test_marked():
+            pass
+        """
+    )
+    result = pytester.runpytest("--strict-markers")
+    result.assert_outcomes(skipped=1)
+
+
+def test_bad_marker_argument_errors_before_any_vm_starts(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.adare_vm(colour="red")
+        def test_marked(guest):
+            pass
+
+        @pytest.mark.adare_vm(isolation="sometimes")
+        def test_bad_isolation(guest):
+            pass
+        """
+    )
+    result = pytester.runpytest("--adare-vm=debian")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines([
+        "*adare_vm marker: unknown argument(s) colour; known: image, gui, os, *",
+        "*adare_vm marker: isolation='sometimes' is not one of snapshot, none, reboot*",
+    ])
+
+
+@pytest.mark.parametrize(
+    ("text", "mib"),
+    [("1024", 1024), ("512M", 512), ("512MiB", 512), ("2G", 2048), ("2gib", 2048), (768, 768)],
+)
+def test_memory_sizes(text: str | int, mib: int) -> None:
+    assert parse_memory(text, "--adare-memory") == mib
+
+
+def test_marker_overrides_the_session_options() -> None:
+    options = AdareOptions(vm="debian", memory_mib=512, isolation="snapshot")
+    mark = pytest.mark.adare_vm(memory="1G", isolation="none", gui="host", os="linux").mark
+    request = apply_marker(options, mark)
+    assert (request.memory_mib, request.isolation, request.gui_mode) == (1024, "none", "host")
+    assert request.needs_desktop and request.needs_os == "linux"
+    assert request.vm_key != apply_marker(options, None).vm_key
+
+
+def test_isolation_alone_shares_the_session_vm() -> None:
+    options = AdareOptions(vm="debian")
+    marked = apply_marker(options, pytest.mark.adare_vm(isolation="reboot").mark)
+    assert marked.vm_key == apply_marker(options, None).vm_key
+
+
+def test_serial_transport_means_no_network_unless_asked() -> None:
+    options = AdareOptions(vm="debian", transport="serial")
+    assert apply_marker(options, None).network is False
+    marked = apply_marker(options, pytest.mark.adare_vm(network=True).mark)
+    assert marked.network is True

@@ -1,0 +1,187 @@
+"""The plugin end to end: inner pytest runs that boot real QEMU guests.
+
+Each inner run is one pytest session, so the VM boots once per run; the scenarios
+are grouped to keep boots few (a TCG boot takes ~10+ s here).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+INNER_TIMEOUT = 600
+
+ONE_SESSION = '''
+import pytest
+
+def test_1_writes_files(guest):
+    guest.shell("echo x > /root/left-behind && echo y > /dev/shm/left-behind").check()
+
+def test_2_snapshot_restored_them_away(guest):
+    assert guest.shell("ls /root/left-behind /dev/shm/left-behind 2>/dev/null").stdout == ""
+
+@pytest.mark.adare_vm(isolation="none")
+def test_3_writes_again(guest):
+    guest.shell("echo z > /root/kept").check()
+
+@pytest.mark.adare_vm(isolation="none")
+def test_4_none_keeps_them(guest):
+    assert guest.shell("cat /root/kept").stdout == "z\\n"
+
+def test_5_assertion_fails(guest, adare_artifacts):
+    (adare_artifacts / "diff.json").write_text("{}")
+    assert guest.shell("echo hi").stdout == "bye\\n"
+
+def test_6_agent_killed_mid_test(guest):
+    guest.shell("kill -9 $PPID")
+
+def test_7_next_test_has_a_working_agent(guest):
+    assert guest.shell("echo back").stdout == "back\\n"
+    assert guest.shell("ls /root/kept 2>/dev/null").stdout == ""
+
+@pytest.mark.adare_vm(gui=True)
+def test_8_needs_a_desktop(guest):
+    pass
+'''
+
+
+def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args,
+                                         timeout=INNER_TIMEOUT)
+
+
+def test_one_session_isolation_evidence_and_errors(pytester: pytest.Pytester,
+                                                   test_image: str, tmp_path: Path) -> None:
+    pytester.makepyfile(test_scenarios=ONE_SESSION)
+    artifacts = tmp_path / "evidence"
+    result = run_inner(pytester, "-v", "-rs", f"--adare-vm={test_image}",
+                       f"--adare-artifacts={artifacts}", "--adare-keep=on-failure")
+    result.assert_outcomes(passed=5, failed=1, errors=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        f"adare: image {test_image}, accel *, isolation snapshot, QEMU emulator version *",
+    ])
+    result.stdout.fnmatch_lines([
+        "*test_2_snapshot_restored_them_away PASSED (restore ready state * s)*",
+        "*test_5_assertion_fails FAILED*",
+        "*test_6_agent_killed_mid_test ERROR*",
+        "*test_7_next_test_has_a_working_agent PASSED (restore ready state * s)*",
+    ])
+    result.stdout.fnmatch_lines(["*needs a desktop (adare_vm gui=...) but image*has none*"])
+    result.stdout.fnmatch_lines(["*ERROR at call of test_6_agent_killed_mid_test*"])
+    result.stdout.fnmatch_lines(["*Captured adare console tail*"])
+    result.stdout.fnmatch_lines(["*Captured adare agent log tail*"])
+    result.stdout.fnmatch_lines(["*adare screenshot*", "*screendump: *screenshot.png*"])
+    evidence = artifacts / "test_scenarios.py__test_5_assertion_fails"
+    assert {p.name for p in evidence.iterdir()} >= {
+        "console.log", "agent.log", "screenshot.png", "diff.json"}
+    assert (evidence / "console.log").stat().st_size > 0
+    result.stdout.fnmatch_lines(["*adare: kept VM disks*", "kept the disk of *",
+                                 "*boot it again: *"])
+
+
+def test_broken_vm_errors_every_test_at_once_with_the_first_cause(
+        pytester: pytest.Pytester) -> None:
+    disk = pytester.path / "broken.qcow2"
+    disk.write_bytes(b"QFI\xfb" + b"\0" * 508)  # a qcow2 magic with a nonsense header
+    pytester.makepyfile(
+        """
+        def test_a(guest):
+            pass
+
+        def test_b(guest):
+            pass
+
+        def test_c(adare_vm):
+            pass
+        """
+    )
+    result = run_inner(pytester, "--adare-vm=broken.qcow2", "--adare-accel=tcg")
+    result.assert_outcomes(errors=3)
+    assert sum("is broken since an earlier failure" in line for line in result.outlines) >= 2
+    assert sum("adare: starting vm0" in line for line in result.outlines) <= 1
+
+
+def test_xdist_gives_each_worker_its_own_vm(pytester: pytest.Pytester, test_image: str) -> None:
+    pytester.makepyfile(
+        """
+        def test_a(guest):
+            guest.shell("echo a > /root/worker").check()
+
+        def test_b(guest):
+            guest.shell("echo b > /root/worker").check()
+        """
+    )
+    result = run_inner(pytester, "-n", "2", f"--adare-vm={test_image}")
+    result.assert_outcomes(passed=2)
+
+
+def _qemu_descendants(pid: int) -> set[int]:
+    parents: dict[int, int] = {}
+    commands: dict[int, bytes] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            commands[int(entry.name)] = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+
+    def descends(child: int) -> bool:
+        while child in parents and child > 1:
+            child = parents[child]
+            if child == pid:
+                return True
+        return False
+
+    return {p for p, cmd in commands.items() if b"qemu-system" in cmd and descends(p)}
+
+
+def test_sigkill_of_pytest_leaves_no_qemu(pytester: pytest.Pytester, test_image: str) -> None:
+    ready = pytester.path / "vm-is-up"
+    pytester.makepyfile(
+        f"""
+        import time
+        from pathlib import Path
+
+        def test_waits(guest):
+            Path({str(ready)!r}).write_text("up")
+            time.sleep(300)
+        """
+    )
+    inner = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+         f"--adare-vm={test_image}"], cwd=pytester.path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + INNER_TIMEOUT
+        while not ready.exists():
+            assert inner.poll() is None, "inner pytest ended before its VM was up"
+            assert time.monotonic() < deadline, "inner VM not up within the bound"
+            time.sleep(0.5)
+        qemus = _qemu_descendants(inner.pid)
+        assert qemus, "no QEMU child of the inner pytest found"
+    finally:
+        os.kill(inner.pid, signal.SIGKILL)
+        inner.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{pid}").exists() for pid in qemus):
+        assert time.monotonic() < deadline, f"QEMU {qemus} still alive 30 s after SIGKILL"
+        time.sleep(0.2)
+
+
+def test_the_examples_pass(pytester: pytest.Pytester, test_image: str) -> None:
+    examples = Path(__file__).resolve().parents[2] / "conftest_examples"
+    result = run_inner(pytester, "-rs", f"--adare-vm={test_image}", str(examples))
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == 0 and outcomes.get("errors", 0) == 0, result.stdout.str()
+    assert outcomes.get("passed", 0) >= 4

@@ -1,0 +1,146 @@
+"""The QEMU command line, built from a MachineConfig without running QEMU."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pytest_adare.qemu_argv import MachineConfig, build_qemu_argv
+
+BASE = MachineConfig(
+    qmp_path=Path("/run/vm/qmp.sock"),
+    agent_serial_path=Path("/run/vm/agent-serial.sock"),
+    qga_path=Path("/run/vm/qga.sock"),
+    disk=Path("/work/vm/disk-overlay.qcow2"),
+    kernel=Path("/images/vmlinuz"),
+    initrd=Path("/images/initrd.img"),
+    append="console=ttyS0 panic=-1",
+)
+
+
+def values(argv: list[str], option: str) -> list[str]:
+    """Every value given to ``option`` in argv, in order."""
+    return [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == option]
+
+
+def test_starts_with_the_binary_and_drops_every_default_device() -> None:
+    argv = build_qemu_argv(BASE)
+    assert argv[0] == "qemu-system-x86_64"
+    assert {"-nodefaults", "-no-user-config", "-no-reboot"} <= set(argv)
+    assert values(argv, "-machine") == ["q35"]
+    assert values(argv, "-m") == ["1024"] and values(argv, "-smp") == ["1"]
+
+
+def test_tcg_has_no_cpu_model_and_kvm_takes_the_probed_one() -> None:
+    tcg = build_qemu_argv(BASE)
+    assert values(tcg, "-accel") == ["tcg"] and "-cpu" not in tcg
+    kvm = build_qemu_argv(replace(BASE, accel="kvm", cpu_model="qemu64"))
+    assert values(kvm, "-accel") == ["kvm"] and values(kvm, "-cpu") == ["qemu64"]
+
+
+def test_disk_is_the_overlay_on_virtio_blk() -> None:
+    argv = build_qemu_argv(BASE)
+    (drive,) = values(argv, "-drive")
+    assert drive.startswith("file=/work/vm/disk-overlay.qcow2,format=qcow2,if=none,id=disk0")
+    assert "virtio-blk-pci,drive=disk0" in values(argv, "-device")
+
+
+def test_direct_kernel_boot_passes_kernel_initrd_and_command_line() -> None:
+    argv = build_qemu_argv(BASE)
+    assert values(argv, "-kernel") == ["/images/vmlinuz"]
+    assert values(argv, "-initrd") == ["/images/initrd.img"]
+    assert values(argv, "-append") == ["console=ttyS0 panic=-1"]
+
+
+def test_firmware_boot_has_no_kernel_options() -> None:
+    config = replace(BASE, kernel=None, initrd=None, append=None, firmware=Path("/fw/OVMF.fd"))
+    argv = build_qemu_argv(config)
+    assert not {"-kernel", "-initrd", "-append"} & set(argv)
+    assert values(argv, "-bios") == ["/fw/OVMF.fd"]
+
+
+def test_console_is_the_first_serial_port_and_the_agent_link_the_second() -> None:
+    argv = build_qemu_argv(BASE)
+    assert values(argv, "-serial") == ["chardev:console", "chardev:agentser"]
+    chardevs = values(argv, "-chardev")
+    assert "stdio,id=console,signal=off" in chardevs
+    assert "socket,id=agentser,path=/run/vm/agent-serial.sock,server=on,wait=off" in chardevs
+
+
+def test_qga_is_a_virtio_serial_port_named_for_qemu_ga() -> None:
+    argv = build_qemu_argv(BASE)
+    assert "socket,id=qga,path=/run/vm/qga.sock,server=on,wait=off" in values(argv, "-chardev")
+    assert "virtserialport,bus=vser0.0,chardev=qga,name=org.qemu.guest_agent.0" in values(
+        argv, "-device"
+    )
+    no_qga = build_qemu_argv(replace(BASE, qga_path=None))
+    assert not any("guest_agent" in arg for arg in no_qga)
+
+
+def test_qemu_connects_to_the_hosts_qmp_socket() -> None:
+    argv = build_qemu_argv(BASE)
+    assert "socket,id=qmp,path=/run/vm/qmp.sock,server=off" in values(argv, "-chardev")
+    assert values(argv, "-mon") == ["chardev=qmp,mode=control"]
+
+
+def test_display_gives_a_vga_for_screendump_and_a_tablet_for_absolute_input() -> None:
+    argv = build_qemu_argv(BASE)
+    assert values(argv, "-vga") == ["std"] and values(argv, "-display") == ["none"]
+    assert "usb-tablet,bus=usb0.0" in values(argv, "-device")
+    headless = build_qemu_argv(replace(BASE, display=False))
+    assert "-vga" not in headless and not any("usb-tablet" in a for a in headless)
+    assert values(headless, "-display") == ["none"]
+
+
+def test_network_forwards_a_kernel_chosen_loopback_port_to_the_agent() -> None:
+    argv = build_qemu_argv(BASE)
+    assert values(argv, "-netdev") == ["user,id=net0,hostfwd=tcp:127.0.0.1:0-:18765"]
+    assert "virtio-net-pci,netdev=net0" in values(argv, "-device")
+
+
+def test_no_network_means_no_nic_at_all() -> None:
+    argv = build_qemu_argv(replace(BASE, network=False))
+    assert "-netdev" not in argv
+    assert values(argv, "-nic") == ["none"]
+
+
+def test_fw_cfg_files_are_handed_to_the_guest_in_name_order() -> None:
+    config = replace(
+        BASE,
+        fw_cfg={"opt/adare/config.json": Path("/w/c.json"), "opt/adare/bundle.pyz": Path("/b")},
+    )
+    assert values(build_qemu_argv(config), "-fw_cfg") == [
+        "name=opt/adare/bundle.pyz,file=/b",
+        "name=opt/adare/config.json,file=/w/c.json",
+    ]
+
+
+def test_commas_in_paths_are_escaped_for_qemu_option_syntax() -> None:
+    config = replace(BASE, disk=Path("/a,b/disk.qcow2"), qmp_path=Path("/s,x/qmp.sock"))
+    argv = build_qemu_argv(config)
+    assert values(argv, "-drive")[0].startswith("file=/a,,b/disk.qcow2,format=qcow2")
+    assert "socket,id=qmp,path=/s,,x/qmp.sock,server=off" in values(argv, "-chardev")
+
+
+def test_extra_args_come_last_so_they_can_add_devices() -> None:
+    argv = build_qemu_argv(replace(BASE, extra_args=("-device", "virtio-rng-pci")))
+    assert argv[-2:] == ["-device", "virtio-rng-pci"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"memory_mib": 16}, "memory_mib"),
+        ({"cpus": 0}, "cpus"),
+        ({"accel": "hvf"}, "accel"),
+        ({"kernel": None}, "need a kernel"),
+        ({"kernel": None, "initrd": None, "append": None, "disk": None}, "nothing to boot"),
+        ({"fw_cfg": {"adare/config.json": Path("/c")}}, "opt/"),
+        ({"guest_agent_port": 0}, "guest_agent_port"),
+    ],
+)
+def test_bad_configs_are_rejected_with_the_reason(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        replace(BASE, **changes)  # type: ignore[arg-type]
