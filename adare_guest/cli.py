@@ -70,12 +70,14 @@ async def run_agent(config: AgentConfig) -> None:
     server = AdareVMServer(config)
     jobs = []
     if config.serial_device:
+        # Imported here: without pyserial the WebSocket side must still run.
         try:
             serial_transport = importlib.import_module("adare_guest.serial_transport")
         except ImportError as exc:
             server.record_error(f"serial transport unavailable: {exc}")
         else:
-            jobs.append(serial_transport.serve_serial(server, config.serial_device))
+            transport = serial_transport.SerialTransport(server, config.serial_device)
+            jobs.append(transport.serve())
         jobs.append(server.serve(retry_bind=BIND_RETRY_SECONDS))
     else:
         jobs.append(server.serve())

@@ -253,6 +253,7 @@ def load_collection(directory: Path) -> Collection:
     name = directory.name
     path = directory / f"{name}.py"
     origin = str(path)
+    importlib.invalidate_caches()  # see packages installed since the last load
     try:
         spec = importlib.util.spec_from_file_location(_fresh_module_name(name), path)
         if spec is None or spec.loader is None:

@@ -44,7 +44,7 @@ STOP_SCRIPT = (
     "for p in filter(str.isdigit, os.listdir('/proc')):\n"
     "    try: cmd = open('/proc/%s/cmdline' % p, 'rb').read().split(b'\\0')\n"
     "    except OSError: continue\n"
-    "    if int(p) != os.getpid() and sys.argv[1].encode() in cmd[1:3]:\n"
+    "    if int(p) != os.getpid() and sys.argv[1].encode() in cmd[1:]:\n"
     "        os.kill(int(p), signal.SIGTERM)\n"
 )
 

@@ -31,7 +31,7 @@ from PIL import Image
 from qemu.qmp import EventListener, QMPClient
 
 from pytest_adare import qemu_input
-from pytest_adare.accel import KERNEL_PROGRESS, AccelChoice, AccelRequest, choose_accel
+from pytest_adare.accel import AccelChoice, AccelRequest, choose_accel
 from pytest_adare.console_capture import ConsoleCapture
 from pytest_adare.errors import AdareError, VMDied, VMLaunchError, VMTimeout
 from pytest_adare.loop_thread import shared_loop
@@ -283,7 +283,9 @@ class Machine:
 
     def _fall_back_to_tcg_if_stalled(self, choice: AccelChoice) -> None:
         try:
-            self.wait_for_console(KERNEL_PROGRESS, self._kvm_progress_seconds)
+            # Under the stall a direct-booted kernel prints nothing at all (the firmware
+            # prints nothing on the serial port either), so any output is progress.
+            self.wait_for_console(r"\S", self._kvm_progress_seconds)
         except VMTimeout:
             reason = (
                 f"accel: tcg (kvm: no kernel progress on the console within "
@@ -294,7 +296,6 @@ class Machine:
         else:
             return
         self._terminate(keep_socket_dir=True)
-        self._proc = None
         self._launch(AccelChoice("tcg", None, reason))
 
     def _watch_exit(self, proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop) -> None:
@@ -377,6 +378,7 @@ class Machine:
                 proc.wait(timeout=10)
         with contextlib.suppress(Exception):
             self._run(self._aclose(), timeout=15)
+        self._proc = None
         if not keep_socket_dir and self._socket_dir is not None:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
             self._socket_dir = None
@@ -423,10 +425,12 @@ class Machine:
     def check_alive(self) -> None:
         """:raise VMDied: with the reason and the console tail, when not :meth:`is_running`."""
         if not self.is_running():
-            reason = self._death_reason or (
-                "machine not started" if self._proc is None else "QEMU is not running"
-            )
-            raise VMDied(reason, self.console_tail())
+            raise VMDied(self._down_reason(), self.console_tail())
+
+    def _down_reason(self) -> str:
+        if self._died is None:
+            return f"machine {self.name} not started"
+        return self._death_reason or f"machine {self.name} was shut down"
 
     async def _bounded(self, coro: Awaitable[T], timeout: float, what: str) -> T:
         """Await ``coro`` for at most ``timeout`` s; VMDied as soon as the machine dies."""
@@ -461,8 +465,8 @@ class Machine:
         self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
     ) -> re.Match[str]:
         """Async twin of :meth:`wait_for_console`."""
-        if self._console is None or self._died is None:
-            raise VMDied("machine not started", [])
+        if self._console is None or self._died is None or self._proc is None:
+            raise VMDied(self._down_reason(), self.console_tail())
         regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
         future = self._console.wait_for(regex, since)
         return await self._bounded(future, timeout, f"console output matching {regex.pattern!r}")
@@ -490,7 +494,7 @@ class Machine:
     async def aqmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
         """Async twin of :meth:`qmp`."""
         if self._qmp is None or self._died is None:
-            raise VMDied("machine not started", [])
+            raise VMDied(self._down_reason(), self.console_tail())
         return await self._bounded(
             self._qmp.execute(cmd, args or None), timeout, f"QMP command {cmd}"
         )

@@ -24,7 +24,7 @@ from pytest_adare.fixtures import (
     artifacts_dir_for,
 )
 from pytest_adare.plugin import adare_options
-from pytest_adare.vm_pool import PooledVM, is_infrastructure_error
+from pytest_adare.vm_pool import PooledVM, console_tail_of_error, is_infrastructure_error
 
 TAIL_LINES = 40
 INFRA_ATTR = "adare_infrastructure"
@@ -36,8 +36,9 @@ def qemu_version(binary: str = "qemu-system-x86_64") -> str:
     if shutil.which(binary) is None:
         return f"{binary} not found on PATH"
     try:
-        done = subprocess.run([binary, "--version"], capture_output=True, text=True,
-                              timeout=15, check=False)
+        done = subprocess.run(
+            [binary, "--version"], capture_output=True, text=True, timeout=15, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"{binary} --version failed: {error}"
     first = (done.stdout or done.stderr).strip().splitlines()
@@ -59,12 +60,14 @@ def pytest_report_header(config: pytest.Config) -> str:
     if not options.vm:
         return "adare: no --adare-vm given (tests that need a VM will be skipped)"
     accel = options.accel if options.accel != "auto" else f"auto ({kvm_note()})"
-    return (f"adare: image {options.vm}, accel {accel}, isolation {options.isolation}, "
-            f"{qemu_version()}")
+    return (
+        f"adare: image {options.vm}, accel {accel}, isolation {options.isolation}, {qemu_version()}"
+    )
 
 
-def _write_evidence(pooled: PooledVM, folder: Path, suffix: str, infra: bool
-                    ) -> tuple[list[tuple[str, str]], Path | None]:
+def _write_evidence(
+    pooled: PooledVM, folder: Path, suffix: str, infra: bool
+) -> tuple[list[tuple[str, str]], Path | None]:
     """Save one VM's evidence into ``folder``; returns report sections and the screenshot."""
     vm = pooled.vm
     sections: list[tuple[str, str]] = []
@@ -84,8 +87,7 @@ def _write_evidence(pooled: PooledVM, folder: Path, suffix: str, infra: bool
     sections.append((f"adare agent log tail{label}", agent_log or "(empty)"))
     shot = folder / f"screenshot{suffix}.png"
     try:
-        use_agent = (not infra and pooled.manifest.desktop
-                     and pooled.request.gui_mode == "agent")
+        use_agent = not infra and pooled.manifest.desktop and pooled.request.gui_mode == "agent"
         image = vm.guest.screenshot() if use_agent else vm.screendump()
         image.save(shot)
         how = "agent screenshot" if use_agent else "host screendump"
@@ -107,16 +109,16 @@ def _attach_evidence(item: pytest.Item, report: pytest.TestReport, infra: bool) 
         if shot is not None:
             screenshots.append(shot)
     files = sorted(p.name for p in folder.iterdir())
-    report.sections.append(("adare artifacts", f"{folder}\n" + "\n".join(
-        f"  {name}" for name in files)))
+    report.sections.append(
+        ("adare artifacts", f"{folder}\n" + "\n".join(f"  {name}" for name in files))
+    )
     report.user_properties.append(("adare_artifacts", str(folder)))
     for shot in screenshots:
         report.user_properties.append(("adare_screenshot", str(shot)))
     _html_extras(item.config, report, screenshots)
 
 
-def _html_extras(config: pytest.Config, report: pytest.TestReport,
-                 screenshots: list[Path]) -> None:
+def _html_extras(config: pytest.Config, report: pytest.TestReport, screenshots: list[Path]) -> None:
     if not config.pluginmanager.hasplugin("html"):
         return
     import pytest_html  # type: ignore[import-not-found, unused-ignore]
@@ -132,9 +134,15 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if not report.failed or not item.stash.get(ITEM_VMS_KEY, []):
-        if report.failed and call.excinfo is not None and is_infrastructure_error(
-                call.excinfo.value):
+        if (
+            report.failed
+            and call.excinfo is not None
+            and is_infrastructure_error(call.excinfo.value)
+        ):
             report.longrepr = f"adare: {call.excinfo.value}"
+            tail = console_tail_of_error(call.excinfo.value)
+            if tail:
+                report.sections.append(("adare console tail (failed boot)", "\n".join(tail)))
         return report
     error = call.excinfo.value if call.excinfo is not None else None
     infra = error is not None and is_infrastructure_error(error)
@@ -154,8 +162,12 @@ def pytest_report_teststatus(
 ) -> tuple[str, str, str | tuple[str, dict[str, bool]]] | None:
     if report.when == "call" and report.failed and getattr(report, INFRA_ATTR, False):
         return "error", "E", ("ERROR", {"red": True})
-    if report.when == "call" and config.get_verbosity() > 0 and report.passed and not hasattr(
-            report, "wasxfail"):
+    if (
+        report.when == "call"
+        and config.get_verbosity() > 0
+        and report.passed
+        and not hasattr(report, "wasxfail")
+    ):
         clean = dict(report.user_properties).get("adare_clean_state")
         if clean:
             return "passed", ".", (f"PASSED ({clean})", {"green": True})
@@ -184,4 +196,3 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_sep("-", "adare: kept VM disks")
         for hint in hints:
             terminalreporter.write_line(hint)
-

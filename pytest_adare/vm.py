@@ -320,6 +320,15 @@ class VM:
         assert self._guest is not None
         self._guest.aio.attach(await self._aconnect())
 
+    def reconnect(self) -> None:
+        """Close the agent connection and connect again (diagnosed when that fails)."""
+
+        async def reconnect() -> None:
+            await self._adisconnect()
+            await self._areconnect()
+
+        self._run(reconnect())
+
     def save_ready(self, tag: str = READY_TAG) -> None:
         """Save the VM (RAM, devices, disk) as its ready state; the agent reconnects after."""
 

@@ -36,8 +36,14 @@ if TYPE_CHECKING:  # the VM layer (QEMU, PIL, websockets) loads only when a test
     from pytest_adare.vm import VM
 
 INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
-    VMLaunchError, VMTimeout, VMDied, QGAError, AgentUnreachable, AgentDisconnected,
-    ProtocolViolation, ImageError,
+    VMLaunchError,
+    VMTimeout,
+    VMDied,
+    QGAError,
+    AgentUnreachable,
+    AgentDisconnected,
+    ProtocolViolation,
+    ImageError,
 )
 """Errors that mean the VM or its agent broke, not that the test's assertion failed."""
 
@@ -49,8 +55,10 @@ class VMBroken(AdareError):
 
     def __init__(self, description: str, first_cause: str):
         self.first_cause = first_cause
-        super().__init__(f"the VM ({description}) is broken since an earlier failure; "
-                         f"first cause:\n{first_cause}")
+        super().__init__(
+            f"the VM ({description}) is broken since an earlier failure; "
+            f"first cause:\n{first_cause}"
+        )
 
 
 def is_infrastructure_error(error: BaseException) -> bool:
@@ -73,14 +81,29 @@ class PooledVM:
     last_clean_state: str = ""
 
 
+def _console_tail_of(vm: VM) -> list[str]:
+    """The console tail of a VM that failed to start (empty when QEMU never ran)."""
+    try:
+        return vm.console_tail(40)
+    except AdareError:
+        return []
+
+
+def console_tail_of_error(error: BaseException) -> list[str]:
+    """The console tail a failed boot attached to its error (see :meth:`VMPool.get`)."""
+    tail = getattr(error, "adare_console_tail", [])
+    return list(tail) if isinstance(tail, list) else []
+
+
 def unmet_need(request: VMRequest, manifest: ImageManifest) -> str | None:
     """Why ``manifest`` cannot serve ``request``'s declared needs, or None."""
     if request.needs_desktop and not manifest.desktop:
-        return (f"needs a desktop (adare_vm gui=...) but image {request.image!r} has none; "
-                "use a desktop image such as debian-desktop")
+        return (
+            f"needs a desktop (adare_vm gui=...) but image {request.image!r} has none; "
+            "use a desktop image such as debian-desktop"
+        )
     if request.needs_os and request.needs_os != manifest.os:
-        return (f"needs a {request.needs_os} guest but image {request.image!r} is "
-                f"{manifest.os}")
+        return f"needs a {request.needs_os} guest but image {request.image!r} is {manifest.os}"
     return None
 
 
@@ -104,8 +127,9 @@ class VMPool:
             from pytest_adare.image.manifest import resolve_image
 
             try:
-                self._manifests[request.image] = resolve_image(request.image,
-                                                               progress=self._progress)
+                self._manifests[request.image] = resolve_image(
+                    request.image, progress=self._progress
+                )
             except ImageError as error:
                 self._broken[key] = str(error)
                 raise
@@ -138,15 +162,24 @@ class VMPool:
 
         manifest = self.manifest(request)
         workdir = Path(tempfile.mkdtemp(prefix=f"{self._prefix}{name}-"))
-        vm = VM(manifest, workdir, name=name, memory_mib=request.memory_mib,
-                cpus=request.cpus, accel=request.accel, transport=request.transport,
-                network=request.network, gui=request.gui_mode)
+        vm = VM(
+            manifest,
+            workdir,
+            name=name,
+            memory_mib=request.memory_mib,
+            cpus=request.cpus,
+            accel=request.accel,
+            transport=request.transport,
+            network=request.network,
+            gui=request.gui_mode,
+        )
         started = time.monotonic()
         try:
             self._progress(f"starting {name}: {request.describe()}")
             vm.start(progress=self._progress)
             self._progress(f"{name} ready in {time.monotonic() - started:.1f} s")
-        except BaseException:
+        except BaseException as error:
+            error.adare_console_tail = _console_tail_of(vm)  # type: ignore[attr-defined]
             vm.close()
             shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -241,5 +274,7 @@ def keep_hint(pooled: PooledVM) -> str:
     argv = [arg.replace(old_sockets, str(sockets)) for arg in machine.argv]
     if pooled.ready_saved:
         argv += ["-loadvm", READY_TAG]
-    return (f"kept the disk of {pooled.request.describe()}: {machine.overlay_path}\n"
-            f"  boot it again: {shlex.join(argv)}")
+    return (
+        f"kept the disk of {pooled.request.describe()}: {machine.overlay_path}\n"
+        f"  boot it again: {shlex.join(argv)}"
+    )

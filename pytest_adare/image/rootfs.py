@@ -36,8 +36,14 @@ def run_logged(argv: list[str], log: Path, what: str, timeout: float) -> None:
         handle.write(f"$ {' '.join(argv)}\n".encode())
         handle.flush()
         try:
-            result = subprocess.run(argv, stdout=handle, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+            result = subprocess.run(
+                argv,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired as exc:
             raise ImageError(f"{what} took longer than {timeout:.0f} s\n{_tail(log)}") from exc
     if result.returncode != 0:
@@ -49,14 +55,25 @@ def _tail(log: Path, lines: int = 25) -> str:
     return f"last lines of {log}:\n" + "\n".join(f"  | {line}" for line in text)
 
 
-# After copying the kernel out, purge it with what only it needed (initramfs-tools,
-# perl, udev...): about half of the root file system.
-# (the host's apt acts on the chroot through mmdebstrap's apt config: no apt inside).
-_PURGE_KERNEL = (
-    'DEBIAN_FRONTEND=noninteractive APT_CONFIG="$MMDEBSTRAP_APT_CONFIG" '
-    "apt-get -y -q purge --autoremove "
-    "$(chroot \"$1\" dpkg-query -W -f='${Package} ' 'linux-image-*')"
+# After copying the kernel out, purge it and what only it needed. Always through
+# ``chroot``: a hook must never run the host's apt or dpkg on the host.
+_KERNEL_ONLY_PACKAGES = (
+    "initramfs-tools",
+    "initramfs-tools-core",
+    "klibc-utils",
+    "libklibc",
+    "linux-base",
+    "cpio",
+    "udev",
 )
+
+
+def _purge_kernel_hook(recipe: Recipe) -> str:
+    extra = " ".join(p for p in _KERNEL_ONLY_PACKAGES if p not in recipe.packages)
+    return (
+        'chroot "$1" sh -c \'dpkg --purge '
+        '$(dpkg-query -W -f="\\${Package} " "linux-image-*") ' + extra + "'"
+    )
 
 
 def bootstrap(recipe: Recipe, target: Path, kernel_dir: Path, mirror: str, log: Path) -> None:
@@ -67,13 +84,17 @@ def bootstrap(recipe: Recipe, target: Path, kernel_dir: Path, mirror: str, log: 
     """
     kernel_dir.mkdir(parents=True)
     argv = [
-        "mmdebstrap", "--variant=essential", "--mode=root",
+        "mmdebstrap",
+        "--variant=essential",
+        "--mode=root",
         "--include=" + ",".join((*recipe.packages, recipe.kernel_package)),
-        "--aptopt=Acquire::Retries \"3\"",
+        '--aptopt=Acquire::Retries "3"',
         *(f"--dpkgopt={rule}" for rule in _DPKG_EXCLUDES),
         f"--customize-hook=copy-out /boot /lib/modules {kernel_dir}",
-        f"--customize-hook={_PURGE_KERNEL}",
-        recipe.suite, str(target), mirror,
+        f"--customize-hook={_purge_kernel_hook(recipe)}",
+        recipe.suite,
+        str(target),
+        mirror,
     ]
     run_logged(argv, log, f"mmdebstrap {recipe.suite} from {mirror}", timeout=1800)
 
@@ -144,8 +165,13 @@ def install_adare_layout(recipe: Recipe, rootfs: Path, bundle: Path, serial_devi
 
 def _install_busybox_applets(rootfs: Path) -> None:
     """Link busybox's applets into ``/adare/bin``, last on PATH (Debian's tools win)."""
-    listing = subprocess.run([str(rootfs / "bin/busybox"), "--list"], capture_output=True,
-                             text=True, check=True, timeout=30).stdout.split()
+    listing = subprocess.run(
+        [str(rootfs / "bin/busybox"), "--list"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.split()
     bin_dir = rootfs / "adare/bin"
     bin_dir.mkdir()
     for applet in listing:

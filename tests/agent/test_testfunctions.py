@@ -229,6 +229,36 @@ def test_broken_collection_reports_error_with_traceback(tmp_path: Path) -> None:
     assert collection.load_error is not None and "SyntaxError" in collection.load_error
 
 
+def test_collection_missing_a_dependency_loads_once_it_is_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))  # stands in for site-packages that pip writes to
+    write_collection(
+        tmp_path / "collections",
+        "needs",
+        """
+import adare_late_dependency
+from adare_guest.testfunctions import testfunction
+@testfunction
+def answer(ctx):
+    return str(adare_late_dependency.ANSWER)
+""",
+    )
+    library = TestFunctionLibrary(tmp_path / "collections")
+    collection, function = library.resolve("needs.answer")
+    assert function is None and "No module named 'adare_late_dependency'" in str(
+        collection.load_error
+    )
+    (site / "adare_late_dependency.py").write_text("ANSWER = 42\n")
+    try:
+        _, function = library.resolve("needs.answer")
+        assert function is not None and run_test_function(function).details == ["42"]
+    finally:
+        sys.modules.pop("adare_late_dependency", None)
+
+
 def test_unknown_names_say_what_exists(library: TestFunctionLibrary) -> None:
     with pytest.raises(UnknownTestFunction, match=r"available: .*'fine'"):
         library.resolve("checks.nope")

@@ -17,7 +17,15 @@ BUILDER_VERSION = 1
 DEFAULT_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
-_CONSOLE_PACKAGES = ("python3", "qemu-guest-agent", "iproute2", "kmod", "busybox-static")
+# usr-is-merged: else apt satisfies init-system-helpers with usrmerge, which drags in perl.
+_CONSOLE_PACKAGES = (
+    "python3",
+    "qemu-guest-agent",
+    "iproute2",
+    "kmod",
+    "busybox-static",
+    "usr-is-merged",
+)
 _DESKTOP_PACKAGES = (
     "udev",
     "xserver-xorg-core",
