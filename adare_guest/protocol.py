@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -199,7 +199,61 @@ def encode_message(msg: Message) -> str:
     :raise TypeError: a value inside ``params``/``result``/``data`` is not JSON-serialisable.
     :raise ValueError: a float is NaN/infinite, or an event type is unknown.
     """
-    return json.dumps(message_to_dict(msg), allow_nan=False, separators=(",", ":"))
+    return _dumps(message_to_dict(msg))
+
+
+LARGE_CONTAINER = 2000
+"""A result holding a container with more items than this is a large message."""
+LARGE_STRING = 256 * 1024
+"""... and so is one holding a string longer than this (e.g. a file chunk)."""
+
+
+def is_large_message(msg: Message) -> bool:
+    """Does ``msg`` hold a big container (a snapshot) or string (a file chunk) worth
+    encoding off the event loop?"""
+    payload = msg.result if isinstance(msg, ToolResult) else getattr(msg, "data", None)
+    if not isinstance(payload, dict):
+        return False
+    return any(
+        (isinstance(value, (dict, list)) and len(value) > LARGE_CONTAINER)
+        or (isinstance(value, str) and len(value) > LARGE_STRING)
+        for value in payload.values()
+    )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, allow_nan=False, separators=(",", ":"))
+
+
+def _iter_value(value: Any, depth: int) -> Iterator[str]:
+    if depth > 0 and isinstance(value, dict):
+        separator = "{"
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"keys must be str, got {type(key).__name__}")
+            yield f"{separator}{_dumps(key)}:"
+            yield from _iter_value(item, depth - 1)
+            separator = ","
+        yield "}" if value else "{}"
+    elif depth > 0 and isinstance(value, list):
+        separator = "["
+        for item in value:
+            yield separator
+            yield from _iter_value(item, depth - 1)
+            separator = ","
+        yield "]" if value else "[]"
+    else:
+        yield _dumps(value)
+
+
+def iter_encode_message(msg: Message) -> Iterator[str]:
+    """:func:`encode_message` in many small pieces (``"".join`` gives the same text).
+
+    Each piece is a separate short ``json.dumps`` call, so a worker thread encoding a
+    huge result lets the event loop run in between (one big ``json.dumps`` holds the
+    GIL until it is done).
+    """
+    return _iter_value(message_to_dict(msg), 3)
 
 
 def parse_message(raw: str | bytes | Mapping[str, Any], *, max_size: int | None = None) -> Message:

@@ -9,10 +9,10 @@ sequence byte; the rest depends on the opcode::
 
 Requests: ``PING`` (health report), ``OPEN`` (new session), ``SEND`` (one fragment of a
 host→guest protocol message), ``POLL`` (next fragment of a queued guest→host message),
-``ABORT`` (drop a half-sent message). The guest answers each with the same opcode
-plus 0x80, or with ``ERROR``. A request equal to the previous one (same seq and bytes)
-is a retransmission: the guest repeats its previous answer without acting again, so
-the host may resend after a lost or corrupted answer.
+``ABORT`` (drop a half-sent message), ``CLOSE`` (end the session). The guest answers
+each with the same opcode plus 0x80, or with ``ERROR``. A request equal to the previous
+one (same seq and bytes) is a retransmission: the guest repeats its previous answer
+without acting again, so the host may resend after a lost or corrupted answer.
 
 :class:`GuestLink` is the guest's state machine, :class:`HostLink` the host's; both
 only turn bytes into bytes and events. Payloads are untrusted on both sides: every
@@ -67,6 +67,7 @@ class Op(enum.IntEnum):
     SEND = 0x03
     POLL = 0x04
     ABORT = 0x05
+    CLOSE = 0x06
     ERROR = 0x7F
     """Only in responses (as ``0xFF``)."""
 
@@ -281,7 +282,12 @@ class SessionRequested:
     """The host opened a new session: forget the old one and its queued messages."""
 
 
-LinkEvent = MessageReceived | SessionRequested
+@dataclass(frozen=True)
+class SessionEnded:
+    """The host closed its session: cancel its calls; nothing is polled until the next OPEN."""
+
+
+LinkEvent = MessageReceived | SessionRequested | SessionEnded
 
 
 class GuestLink:
@@ -402,7 +408,7 @@ class GuestLink:
             op = Op(packet.op)
         except ValueError:
             raise LinkError(ErrorCode.BAD_REQUEST, f"unknown opcode 0x{packet.op:02X}") from None
-        if op is not Op.SEND and op is not Op.ABORT and packet.body:
+        if op is not Op.SEND and packet.body:
             raise LinkError(ErrorCode.BAD_REQUEST, f"{op.name} takes no body")
         if op is Op.PING:
             room = MAX_RESPONSE_PAYLOAD - PREFIX_SIZE
@@ -413,6 +419,11 @@ class GuestLink:
             return encode_packet(op.answer, packet.seq, self._receive_fragment(packet.body))
         if op is Op.POLL:
             return encode_packet(op.answer, packet.seq, self._next_fragment())
+        if op is Op.CLOSE:
+            self._inbound.reset()
+            self.clear_outbound()
+            self._events.append(SessionEnded())
+            return encode_packet(op.answer, packet.seq)
         if op is Op.ABORT:
             dropped = self._inbound.reset()
             return encode_packet(op.answer, packet.seq, dropped.to_bytes(4, "big"))

@@ -1,12 +1,15 @@
 """The agent's serial transport: a blocking device loop in a thread feeding the link layer.
 
 One thread owns the device (pyserial, raw 8N1, or a plain character device such as a
-virtio-serial port) and only moves bytes; everything else happens on the asyncio loop:
-the :class:`~adare_guest.serial_link.GuestLink` state machine and the server session
-that handles the reassembled messages. Every wait is bounded: reads time out, a
-frame cut off for ``frame_timeout`` seconds is answered with PARTIAL_FRAME, writes
-time out, and a hand-off to the loop that takes longer than ``handoff_timeout`` is
-given up. A device that fails is reopened after ``reopen_delay`` seconds.
+virtio-serial port) and the :class:`~adare_guest.serial_link.GuestLink` state machine,
+so fragments, polls and pings are answered without a trip through the event loop
+(each such trip costs milliseconds in a TCG guest). Complete messages and session
+changes go to the asyncio loop, where the server session handles them.
+
+Every wait is bounded: reads time out, a frame cut off for ``frame_timeout`` seconds
+is answered with PARTIAL_FRAME, writes time out, and a hand-off to the loop that takes
+longer than ``handoff_timeout`` is given up. A device that fails is reopened after
+``reopen_delay`` seconds, backing off while it keeps failing.
 
     transport = SerialTransport(server, "/dev/ttyS1")
     await transport.serve()          # until cancelled
@@ -23,11 +26,19 @@ import select
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import serial
 
-from adare_guest.serial_link import GuestLink, LinkError, MessageReceived, SessionRequested
+from adare_guest.serial_link import (
+    GuestLink,
+    LinkError,
+    LinkEvent,
+    MessageReceived,
+    SessionEnded,
+    SessionRequested,
+)
 
 log = logging.getLogger("adare_guest.serial")
 
@@ -39,6 +50,16 @@ WRITE_TIMEOUT = 5.0
 HANDOFF_TIMEOUT = 30.0
 """Seconds the device thread waits for the loop to handle what it read."""
 REOPEN_DELAY = 1.0
+MAX_REOPEN_DELAY = 30.0
+
+
+@dataclass(frozen=True)
+class LinkOutput:
+    """What one batch of input produced: bytes to write, whether to drain, events."""
+
+    answer: bytes
+    drain: bool
+    events: list[LinkEvent]
 
 
 class SessionLike(Protocol):
@@ -180,6 +201,7 @@ class SerialTransport:
         self.reopen_delay = reopen_delay
         self._open_port = open_port or (lambda path: open_device(path, baudrate=baudrate))
         self.link = GuestLink(self._health)
+        self._link_lock = threading.Lock()  # the device thread and the loop's send()
         self._session: SessionLike | None = None
         self._generation = 0
         self._closing: set[asyncio.Task[None]] = set()
@@ -188,14 +210,23 @@ class SerialTransport:
     # -- the loop side ---------------------------------------------------------------
 
     async def serve(self) -> None:
-        """Serve until cancelled, reopening the device after failures."""
+        """Serve until cancelled, reopening the device after failures.
+
+        The pause before reopening starts at ``reopen_delay`` and doubles while the
+        device keeps failing at once (up to :data:`MAX_REOPEN_DELAY`).
+        """
+        delay = self.reopen_delay
         try:
             while True:
+                started = time.monotonic()
                 try:
                     await self.serve_once()
                 except OSError as exc:
                     self.server.record_error(f"serial device {self.device}: {exc}")
-                await asyncio.sleep(self.reopen_delay)
+                if time.monotonic() - started > MAX_REOPEN_DELAY:
+                    delay = self.reopen_delay  # it worked for a while: a fresh failure
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_REOPEN_DELAY)
         finally:
             await self.close()
 
@@ -225,34 +256,49 @@ class SerialTransport:
 
     async def close(self) -> None:
         """Close the current session (cancelling its calls)."""
-        self._generation += 1
+        with self._link_lock:
+            self._generation += 1
         session, self._session = self._session, None
         if session is not None:
             await session.close()
         if self._closing:
             await asyncio.wait(set(self._closing), timeout=15)
 
-    async def handle_input(self, data: bytes, *, stalled: bool = False) -> tuple[bytes, bool]:
-        """Feed bytes read from the device (or note a stall); what to write, whether to drain.
+    def process_input(self, data: bytes, *, stalled: bool = False) -> LinkOutput:
+        """Feed bytes read from the device (or note a stall) to the link; thread-safe.
 
-        ``stalled`` says no byte arrived for ``frame_timeout`` seconds.
+        ``stalled`` says no byte arrived for ``frame_timeout`` seconds. Runs in the device
+        thread: link-level exchanges (fragments, polls, pings) are answered there without
+        a trip through the event loop; only complete messages and session changes go
+        to the loop (:meth:`dispatch`).
         """
-        link = self.link
-        if data:
-            link.receive_data(data)
-        elif stalled:
-            partial = link.receive_timeout()
-            if partial is not None:
-                log.warning("serial: %s", partial)
-        answer, drain = link.data_to_send(), link.take_drain_request()
-        for event in link.events_received():
+        with self._link_lock:
+            link = self.link
+            if data:
+                link.receive_data(data)
+            elif stalled:
+                partial = link.receive_timeout()
+                if partial is not None:
+                    log.warning("serial: %s", partial)
+            events = link.events_received()
+            if any(isinstance(e, (SessionRequested, SessionEnded)) for e in events):
+                # From here on the old session's messages are dropped, not queued.
+                self._generation += 1
+            return LinkOutput(link.data_to_send(), link.take_drain_request(), events)
+
+    async def dispatch(self, events: list[LinkEvent]) -> None:
+        """Act on link events in order: session changes, messages into the session."""
+        for event in events:
             if isinstance(event, SessionRequested):
-                self._replace_session()
+                self._end_session()
+                self._current_session()
+            elif isinstance(event, SessionEnded):
+                self._end_session()
             elif isinstance(event, MessageReceived):
                 await self._current_session().handle_text(event.text)
-        return answer, drain
 
     def _health(self) -> dict[str, Any]:
+        # Called in the device thread; health() only reads a few attributes.
         report = dict(self.server.health())
         report["serial_errors"] = self.link.errors
         return report
@@ -265,21 +311,21 @@ class SerialTransport:
             self._session = session
         return self._session
 
-    def _replace_session(self) -> None:
-        self._generation += 1
+    def _end_session(self) -> None:
+        """Close the current session in the background (its close waits for its calls)."""
         old, self._session = self._session, None
         if old is not None:
             task = asyncio.get_running_loop().create_task(old.close())
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
-        self._current_session()
 
     def _sender(self, generation: int) -> Callable[[str], Awaitable[None]]:
         async def send(text: str) -> None:
-            if generation != self._generation:
-                return  # a message of a session the host has replaced
             try:
-                self.link.queue_message(text)
+                with self._link_lock:
+                    if generation != self._generation:
+                        return  # a message of a session the host has ended or replaced
+                    self.link.queue_message(text)
             except LinkError as exc:
                 self.server.record_error(f"serial link: {exc}")
 
@@ -308,31 +354,35 @@ class SerialTransport:
                     stalled = True
                 else:
                     continue
-                self._hand_off(port, loop, data, stalled)
+                self._serve_input(port, loop, data, stalled)
         except Exception as exc:  # the device failed: report it to the loop
             error = exc
         finally:
             with contextlib.suppress(RuntimeError):  # the loop is already closed
                 loop.call_soon_threadsafe(_resolve, finished, error)
 
-    def _hand_off(
+    def _serve_input(
         self, port: DevicePort, loop: asyncio.AbstractEventLoop, data: bytes, stalled: bool
     ) -> None:
-        future = asyncio.run_coroutine_threadsafe(self.handle_input(data, stalled=stalled), loop)
-        try:
-            answer, drain = future.result(self.handoff_timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            log.error("serial: the agent did not handle input within %s s", self.handoff_timeout)
-            return
-        if drain:
+        output = self.process_input(data, stalled=stalled)
+        if output.drain:
             port.reset_input_buffer()
-        if answer:
+        if output.answer:
             try:
-                port.write(answer)
+                port.write(output.answer)
             except (TimeoutError, serial.SerialTimeoutException) as exc:
                 # The host will retransmit; the answer is kept for that.
                 log.warning("serial: answer not written within %s s: %s", WRITE_TIMEOUT, exc)
+        if output.events:
+            # Waiting here keeps messages in order and bounds what the host can pile up.
+            future = asyncio.run_coroutine_threadsafe(self.dispatch(output.events), loop)
+            try:
+                future.result(self.handoff_timeout)
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                log.error(
+                    "serial: the agent took over %s s to take a message", self.handoff_timeout
+                )
 
 
 def _resolve(future: asyncio.Future[BaseException | None], error: BaseException | None) -> None:

@@ -44,6 +44,8 @@ from adare_guest.protocol import (
     ToolCall,
     ToolResult,
     encode_message,
+    is_large_message,
+    iter_encode_message,
     parse_message,
 )
 from adare_guest.tools.base import (
@@ -359,9 +361,16 @@ class Session:
                 self.server.record_error(f"send to {self.peer} failed: {exc}")
 
     async def send(self, msg: Message) -> None:
-        """Encode and send ``msg`` (dropped silently once the session is closed)."""
+        """Encode and send ``msg`` (dropped silently once the session is closed).
+
+        Big results (snapshots) are encoded piecewise in a worker thread so the
+        event loop keeps answering other calls meanwhile.
+        """
         try:
-            text = encode_message(msg)
+            if is_large_message(msg):
+                text = await asyncio.to_thread(lambda: "".join(iter_encode_message(msg)))
+            else:
+                text = encode_message(msg)
         except (TypeError, ValueError) as exc:
             if not isinstance(msg, ToolResult):
                 raise

@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -92,6 +93,7 @@ def probe_kvm_boot(
         proc.stdout.close()
 
 
+@functools.lru_cache(maxsize=8)
 def _qemu_version(qemu_binary: str) -> str:
     out = subprocess.run(
         [qemu_binary, "--version"], capture_output=True, text=True, timeout=30, check=False

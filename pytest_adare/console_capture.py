@@ -29,8 +29,9 @@ class ConsoleCapture(asyncio.Protocol):
 
     def __init__(self, log_path: Path, ring_lines: int = 2000) -> None:
         self._log: BinaryIO = log_path.open("ab")
-        self._lines: deque[str] = deque(maxlen=ring_lines)
-        self._line_count = 0  # lines ever completed; index of the partial line
+        # (offset of the line's first character in the whole stream, text without "\n")
+        self._lines: deque[tuple[int, str]] = deque(maxlen=ring_lines)
+        self._completed = 0  # characters in completed lines, newlines included
         self._partial = ""
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._waiters: list[_Waiter] = []
@@ -40,13 +41,12 @@ class ConsoleCapture(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._log.write(data)
         self._log.flush()
-        text = self._decoder.decode(data)
-        parts = (self._partial + text.replace("\r", "")).split("\n")
+        parts = (self._partial + self._decoder.decode(data).replace("\r", "")).split("\n")
         self._partial = parts.pop()
         for line in parts:
-            self._lines.append(line)
-            self._line_count += 1
-        self._wake_waiters(len(parts))
+            self._lines.append((self._completed, line))
+            self._completed += len(line) + 1
+        self._wake_waiters(min(len(parts), len(self._lines)))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._log.close()
@@ -54,12 +54,12 @@ class ConsoleCapture(asyncio.Protocol):
 
     # -- queries ----------------------------------------------------------
     def mark(self) -> int:
-        """A position: pass it as ``since`` to match only output that comes later."""
-        return self._line_count
+        """The current position: pass it as ``since`` to match only later output."""
+        return self._completed + len(self._partial)
 
     def tail(self, n: int = 40) -> list[str]:
         """The last ``n`` console lines (the partial line last, when there is one)."""
-        lines = list(self._lines)
+        lines = [text for _, text in self._lines]
         if self._partial:
             lines.append(self._partial)
         return lines[-n:] if n > 0 else []
@@ -67,15 +67,17 @@ class ConsoleCapture(asyncio.Protocol):
     def wait_for(
         self, pattern: str | re.Pattern[str], since: int = 0
     ) -> asyncio.Future[re.Match[str]]:
-        """A future resolved with the first match at or after line ``since``.
+        """A future resolved with the first match in output from position ``since`` on.
 
-        Lines still in the ring count, so by default output from before the call matches.
-        The caller bounds the wait (and cancels the future when it gives up).
+        Lines are matched one at a time (the line still being written counts too);
+        a line that began before ``since`` is matched from ``since`` on. Lines still
+        in the ring count, so by default output from before the call matches. The
+        caller bounds the wait (and cancels the future when it gives up).
         """
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
         future: asyncio.Future[re.Match[str]] = asyncio.get_running_loop().create_future()
         waiter = _Waiter(regex, since, future)
-        match = self._search(waiter, self._retained(since))
+        match = self._search(waiter, list(self._lines))
         if match is not None:
             future.set_result(match)
         else:
@@ -84,14 +86,11 @@ class ConsoleCapture(asyncio.Protocol):
         return future
 
     # -- internals --------------------------------------------------------
-    def _retained(self, since: int) -> list[str]:
-        first_kept = self._line_count - len(self._lines)
-        skip = max(0, since - first_kept)
-        return list(self._lines)[skip:]
-
-    def _search(self, waiter: _Waiter, lines: list[str]) -> re.Match[str] | None:
-        for line in [*lines, self._partial]:
-            match = waiter.pattern.search(line)
+    def _search(self, waiter: _Waiter, lines: list[tuple[int, str]]) -> re.Match[str] | None:
+        for start, text in [*lines, (self._completed, self._partial)]:
+            if start + len(text) < waiter.since:
+                continue
+            match = waiter.pattern.search(text[max(0, waiter.since - start) :])
             if match is not None:
                 return match
         return None
@@ -99,11 +98,10 @@ class ConsoleCapture(asyncio.Protocol):
     def _wake_waiters(self, new_lines: int) -> None:
         fresh = list(self._lines)[-new_lines:] if new_lines else []
         for waiter in list(self._waiters):
-            if waiter.future.done():
-                continue
-            match = self._search(waiter, fresh)
-            if match is not None:
-                waiter.future.set_result(match)
+            if not waiter.future.done():
+                match = self._search(waiter, fresh)
+                if match is not None:
+                    waiter.future.set_result(match)
 
     def _forget(self, waiter: _Waiter) -> None:
         if waiter in self._waiters:

@@ -156,7 +156,6 @@ def _context(diff: FsDiff | None) -> list[str]:
     if diff is None:
         return []
     return ["the whole diff:", f"  {diff.headline()}"] + [
-        "  " + line for line in describe_changes(
-            diff, diff.created, diff.deleted, diff.modified, LIMIT // 2
-        )
+        "  " + line
+        for line in describe_changes(diff, diff.created, diff.deleted, diff.modified, LIMIT // 2)
     ]

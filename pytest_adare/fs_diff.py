@@ -183,8 +183,12 @@ def diff_snapshots(before: FsSnapshot, after: FsSnapshot) -> FsDiff:
         modified=Modifications(modified),
         before_entries={p: old[p] for p in deleted | modified.keys()},
         after_entries={p: new[p] for p in created | modified.keys()},
-        metadata={"root": after.root, "os": after.os, "before": before.header(),
-                  "after": after.header()},
+        metadata={
+            "root": after.root,
+            "os": after.os,
+            "before": before.header(),
+            "after": after.header(),
+        },
     )
 
 

@@ -150,8 +150,10 @@ class FsSnapshot(Mapping[str, Entry]):
     """The files under ``root`` of a guest at one moment; a read-only mapping path → Entry.
 
     ``taken_at_guest`` is the guest clock (None when unknown), ``taken_at_host``
-    the host clock, both epoch seconds. Paths are the guest's own strings
-    (non-UTF-8 bytes appear as lone surrogates, as ``os.fsdecode`` makes them).
+    the host clock, both epoch seconds. ``errors`` lists the paths the guest could
+    not read (``{"path", "error"}``): they are missing from ``entries``. Paths are
+    the guest's own strings (non-UTF-8 bytes appear as lone surrogates, as
+    ``os.fsdecode`` makes them).
     """
 
     root: str
@@ -160,6 +162,7 @@ class FsSnapshot(Mapping[str, Entry]):
     taken_at_guest: float | None = None
     os: str | None = None
     collection_time: float | None = None
+    errors: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
     def from_result(
@@ -196,6 +199,7 @@ class FsSnapshot(Mapping[str, Entry]):
             for path, meta in raw.items():
                 entries[path] = entry_from_meta(path, meta)
         collection_time = result.get("collection_time")
+        errors = result.get("errors") or []
         return cls(
             root=root,
             entries=entries,
@@ -203,6 +207,7 @@ class FsSnapshot(Mapping[str, Entry]):
             taken_at_guest=taken_at_guest,
             os=os,
             collection_time=_number(collection_time, "collection_time"),
+            errors=[dict(error) for error in errors if isinstance(error, Mapping)],
         )
 
     def __getitem__(self, path: str) -> Entry:
@@ -232,6 +237,7 @@ class FsSnapshot(Mapping[str, Entry]):
             "taken_at_host": self.taken_at_host,
             "collection_time": self.collection_time,
             "entry_count": len(self.entries),
+            "errors": self.errors,
         }
 
     def save(self, path: str | Path) -> Path:
@@ -270,6 +276,7 @@ class FsSnapshot(Mapping[str, Entry]):
             taken_at_guest=header.get("taken_at_guest"),
             os=header.get("os"),
             collection_time=header.get("collection_time"),
+            errors=list(header.get("errors") or []),
         )
 
 

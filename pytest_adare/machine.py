@@ -188,6 +188,7 @@ class Machine:
 
     def _prepare(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.socket_dir.mkdir(mode=0o700, exist_ok=True)  # again, after a shutdown
         self.console_log_path.write_bytes(b"")
         if self.manifest.disk is not None:
             base = Path(self.manifest.disk).resolve()
@@ -231,7 +232,7 @@ class Machine:
             disk=self.overlay_path if self.manifest.disk is not None else None,
             kernel=_optional_path(self.manifest.kernel),
             initrd=_optional_path(self.manifest.initrd),
-            append=self.manifest.append,
+            append=_with_panic_exit(self.manifest.append) if self.manifest.kernel else None,
             display=self._display,
             network=self._network,
             fw_cfg=self._fw_cfg,
@@ -262,9 +263,10 @@ class Machine:
         await loop.connect_read_pipe(lambda: console, proc.stdout)
         stderr = _Collect(self._stderr)
         await loop.connect_read_pipe(lambda: stderr, proc.stderr)
-        threading.Thread(target=self._watch_exit, args=(proc, loop), daemon=True).start()
+        exited = self._exited
+        threading.Thread(target=self._watch_exit, args=(proc, loop, exited), daemon=True).start()
         try:
-            await self._bounded(qmp.accept(), _LAUNCH_TIMEOUT, "QEMU to connect to QMP")
+            await self.bounded(qmp.accept(), _LAUNCH_TIMEOUT, "QEMU to connect to QMP")
         except Exception as exc:  # QEMU died or hung before QMP came up
             await self._await_exit(5)
             with contextlib.suppress(asyncio.TimeoutError):
@@ -298,15 +300,17 @@ class Machine:
         self._terminate(keep_socket_dir=True)
         self._launch(AccelChoice("tcg", None, reason))
 
-    def _watch_exit(self, proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop) -> None:
+    def _watch_exit(
+        self, proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, exited: asyncio.Event
+    ) -> None:
         code = proc.wait()
         with contextlib.suppress(RuntimeError):  # loop closed at interpreter exit
-            loop.call_soon_threadsafe(self._on_exit, code)
+            loop.call_soon_threadsafe(self._on_exit, code, exited)
 
-    def _on_exit(self, code: int) -> None:
-        assert self._exited is not None
-        self._exited.set()
-        self._mark_dead(f"QEMU exited with code {code}")
+    def _on_exit(self, code: int, exited: asyncio.Event) -> None:
+        exited.set()
+        if exited is self._exited:  # not a QEMU of an earlier launch (KVM fallback)
+            self._mark_dead(f"QEMU exited with code {code}")
 
     def _mark_dead(self, reason: str) -> None:
         if self._died is not None and not self._died.is_set():
@@ -318,7 +322,7 @@ class Machine:
             name = str(event["event"])
             data: Any = event.get("data") or {}
             if name == "SHUTDOWN":
-                self._mark_dead(f"guest shut down (reason: {data.get('reason', '?')})")
+                self._mark_dead(_shutdown_reason(str(data.get("reason", "?"))))
             elif name == "GUEST_PANICKED":
                 self._mark_dead(f"guest panicked ({data.get('action', '?')})")
             elif name == "STOP":
@@ -376,12 +380,14 @@ class Machine:
         if proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
         with contextlib.suppress(Exception):
             self._run(self._aclose(), timeout=15)
         self._proc = None
         if not keep_socket_dir and self._socket_dir is not None:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
-            self._socket_dir = None
 
     async def _aclose(self) -> None:
         await self._await_exit(5)
@@ -432,8 +438,12 @@ class Machine:
             return f"machine {self.name} not started"
         return self._death_reason or f"machine {self.name} was shut down"
 
-    async def _bounded(self, coro: Awaitable[T], timeout: float, what: str) -> T:
-        """Await ``coro`` for at most ``timeout`` s; VMDied as soon as the machine dies."""
+    async def bounded(self, coro: Awaitable[T], timeout: float, what: str) -> T:
+        """Await ``coro`` for at most ``timeout`` s, ending at once if the machine dies.
+
+        :raise VMDied: QEMU exited or the guest shut down, panicked or stopped first.
+        :raise VMTimeout: ``timeout`` passed; the message names ``what`` was awaited.
+        """
         assert self._died is not None
         task = asyncio.ensure_future(coro)
         death = asyncio.ensure_future(self._died.wait())
@@ -452,6 +462,8 @@ class Machine:
             raise VMDied(f"{self._death_reason} while waiting for {what}", self.console_tail())
         raise VMTimeout(what, timeout, self.console_tail())
 
+    _bounded = bounded  # the name other modules used first
+
     # ---------------------------------------------------------------- console
     def console_tail(self, n: int = 40) -> list[str]:
         """The last ``n`` lines of the guest console."""
@@ -469,7 +481,7 @@ class Machine:
             raise VMDied(self._down_reason(), self.console_tail())
         regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
         future = self._console.wait_for(regex, since)
-        return await self._bounded(future, timeout, f"console output matching {regex.pattern!r}")
+        return await self.bounded(future, timeout, f"console output matching {regex.pattern!r}")
 
     def wait_for_console(
         self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
@@ -495,7 +507,7 @@ class Machine:
         """Async twin of :meth:`qmp`."""
         if self._qmp is None or self._died is None:
             raise VMDied(self._down_reason(), self.console_tail())
-        return await self._bounded(
+        return await self.bounded(
             self._qmp.execute(cmd, args or None), timeout, f"QMP command {cmd}"
         )
 
@@ -513,6 +525,28 @@ class Machine:
     def hmp(self, line: str, timeout: float = 60.0) -> str:
         """Run a human-monitor command (via QMP) and return its text output."""
         return self._run(self.ahmp(line, timeout))
+
+    async def areset(self, timeout: float = 60.0) -> None:
+        """Async twin of :meth:`reset`."""
+        # -no-reboot turns every reset into an exit, QMP's own system_reset included,
+        # and the firmware resets once more on a warm boot. So resets are allowed
+        # until the guest writes to its console again (its kernel or init is up).
+        mark = self.console_mark()
+        await self.aqmp("set-action", timeout, reboot="reset")
+        try:
+            await self.aqmp("system_reset", timeout)
+            with contextlib.suppress(VMTimeout):
+                await self.await_for_console(r"\S", timeout, since=mark)
+        finally:
+            if self.is_running():
+                await self.aqmp("set-action", timeout, reboot="shutdown")
+
+    def reset(self, timeout: float = 60.0) -> None:
+        """Hard-reset the guest (power-cycle) while QEMU keeps running.
+
+        Returns once the guest writes to its console again (at most ``timeout`` s).
+        """
+        self._run(self.areset(timeout))
 
     # -------------------------------------------------------------- snapshots
     async def _ahmp_checked(self, line: str, timeout: float) -> None:
@@ -573,6 +607,22 @@ class Machine:
         """Press and release a pointer button where the pointer is."""
         down, up = qemu_input.button_events(button, True), qemu_input.button_events(button, False)
         self._run(self.asend_input(down + up))
+
+
+def _with_panic_exit(append: str | None) -> str:
+    """``append`` plus ``panic=-1``: a panicking kernel reboots, which -no-reboot ends."""
+    words = (append or "").split()
+    if any(word.startswith("panic=") for word in words):
+        return " ".join(words)
+    return " ".join([*words, "panic=-1"])
+
+
+def _shutdown_reason(reason: str) -> str:
+    if reason == "guest-reset":  # -no-reboot turns a reboot (and panic=-1) into an exit
+        return "guest rebooted or its kernel panicked (QMP SHUTDOWN, reason: guest-reset)"
+    if reason.startswith("host-"):
+        return f"QEMU was told to quit (QMP SHUTDOWN, reason: {reason})"
+    return f"guest shut down (QMP SHUTDOWN, reason: {reason})"
 
 
 def _load_image(path: Path) -> Image.Image:

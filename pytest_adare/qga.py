@@ -155,10 +155,7 @@ class AsyncQGAClient:
         self, argv: Sequence[str], env: Sequence[str] = (), timeout: float = 30.0
     ) -> int:
         """Start ``argv`` in the guest without waiting for it; returns its guest pid."""
-        args: dict[str, Any] = {"path": argv[0], "arg": list(argv[1:]), "capture-output": False}
-        if env:
-            args["env"] = list(env)
-        reply = await self.execute("guest-exec", args, timeout)
+        reply = await self.execute("guest-exec", _exec_args(argv, env, capture=False), timeout)
         return int(reply["pid"])
 
     async def exec(
@@ -173,11 +170,7 @@ class AsyncQGAClient:
 
         :raise QGAError: QGA failed, or the command still ran after ``timeout`` s.
         """
-        if not argv:
-            raise ValueError("exec needs a command")
-        args: dict[str, Any] = {"path": argv[0], "arg": list(argv[1:]), "capture-output": True}
-        if env:
-            args["env"] = list(env)
+        args = _exec_args(argv, env, capture=True)
         if input_data is not None:
             args["input-data"] = base64.b64encode(input_data).decode()
         deadline = time.monotonic() + timeout
@@ -235,6 +228,15 @@ class AsyncQGAClient:
     async def _close_handle(self, handle: int) -> None:
         with contextlib.suppress(QGAError):
             await self.execute("guest-file-close", {"handle": handle}, 10.0)
+
+
+def _exec_args(argv: Sequence[str], env: Sequence[str], *, capture: bool) -> dict[str, Any]:
+    if not argv:
+        raise ValueError("guest-exec needs a command")
+    args: dict[str, Any] = {"path": argv[0], "arg": list(argv[1:]), "capture-output": capture}
+    if env:
+        args["env"] = list(env)
+    return args
 
 
 def _left(deadline: float, what: str) -> float:

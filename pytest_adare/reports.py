@@ -112,9 +112,11 @@ def _attach_evidence(item: pytest.Item, report: pytest.TestReport, infra: bool) 
     report.sections.append(
         ("adare artifacts", f"{folder}\n" + "\n".join(f"  {name}" for name in files))
     )
-    report.user_properties.append(("adare_artifacts", str(folder)))
-    for shot in screenshots:
-        report.user_properties.append(("adare_screenshot", str(shot)))
+    # JUnit XML writes the properties of the teardown report, which copies the item's.
+    properties = [("adare_artifacts", str(folder))]
+    properties += [("adare_screenshot", str(shot)) for shot in screenshots]
+    item.user_properties.extend(properties)
+    report.user_properties.extend(properties)
     _html_extras(item.config, report, screenshots)
 
 

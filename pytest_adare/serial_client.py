@@ -31,8 +31,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, overload
 
-from adare_guest import __version__
-from adare_guest.identity import PROTOCOL_VERSION
 from adare_guest.protocol import (
     MAX_HOST_MESSAGE,
     Connect,
@@ -60,6 +58,8 @@ from adare_guest.serial_link import (
     Retry,
     fragments,
 )
+from pytest_adare.client import CLIENT_INFO as WEBSOCKET_CLIENT_INFO
+from pytest_adare.client import DEFAULT_CALL_TIMEOUT, TIMEOUT_GRACE
 from pytest_adare.connection import EventCallback
 from pytest_adare.errors import AgentDisconnected, ProtocolViolation, ToolError, VMTimeout
 
@@ -73,14 +73,7 @@ BUSY_POLL_MAX = 0.05
 """Longest pause between polls while calls are pending."""
 IDLE_POLL_MAX = 1.0
 """Longest pause between polls when nothing is pending (events still arrive)."""
-DEFAULT_CALL_TIMEOUT = 300.0
-TIMEOUT_GRACE = 30.0
-CLIENT_INFO = {
-    "name": "pytest-adare",
-    "version": __version__,
-    "protocol_version": PROTOCOL_VERSION,
-    "transport": "serial",
-}
+CLIENT_INFO = {**WEBSOCKET_CLIENT_INFO, "transport": "serial"}
 
 
 class SerialLinkChannel:
@@ -373,11 +366,16 @@ class SerialAgentClient:
 
     async def close(self) -> None:
         """Close the link; calls still pending fail with :class:`AgentDisconnected`."""
+        was_open = self._failure is None
         self._fail_all(AgentDisconnected(f"serial link {self.peer} closed by the host"))
         if self._poller is not None:
             self._poller.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(self._poller, 10.0)
+        if was_open and self._poller is not None:
+            # Like a closed WebSocket: the agent cancels our calls and kills their processes.
+            with contextlib.suppress(AgentDisconnected, RemoteError):
+                await self._channel.exchange(Op.CLOSE)
         await self._channel.close()
         self._events.put_nowait(None)
         with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):

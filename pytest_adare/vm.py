@@ -50,6 +50,8 @@ TRANSPORTS = ("websocket", "serial")
 GUI_MODES = ("agent", "host")
 READY_TAG = "adare-ready"
 AGENT_STARTED = r"adare-init: agent started"
+LISTEN_PROBE_TIMEOUT = 120.0
+"""Bound on waiting for the agent to report (over serial) that it listens."""
 BOOT_TIMEOUT = 300.0
 """Bound on guest boot up to the agent's start (TCG on a busy 2-core host is slow)."""
 
@@ -234,7 +236,9 @@ class VM:
         t = time.monotonic()
         if self.handoff:
             await self.machine.await_for_console(AGENT_STARTED, self.boot_timeout, since=mark)
-            self._phase("boot", t, f"agent started by the guest's init ({hand_off} via fw_cfg)")
+            listening = await self._await_listening(LISTEN_PROBE_TIMEOUT)
+            self._phase("boot", t, f"agent started by the guest's init ({hand_off} via fw_cfg)"
+                        f"{', listening' if listening else ''}")  # fmt: skip
         else:
             await self._await_qga(self.boot_timeout)
             self._phase("qga", t, "qemu-ga answers")
@@ -243,7 +247,8 @@ class VM:
             report = await install_agent(
                 self.qga, self.layout, self._bundle, self.agent_config, progress=self._progress
             )
-            self._phase("install", t, report.describe())
+            listening = await self._await_listening(LISTEN_PROBE_TIMEOUT / 2)
+            self._phase("install", t, report.describe() + (", listening" if listening else ""))
         t = time.monotonic()
         connection = await self._aconnect()
         if self._guest is None:
@@ -255,6 +260,21 @@ class VM:
             self._guest.aio.attach(connection)
         info = connection.server_info
         self._phase("connect", t, f"{self.transport}, agent {info.get('version', '?')}")
+
+    async def _await_listening(self, timeout: float) -> bool:
+        """Wait until the agent's serial health report says it listens (a slow guest takes
+        seconds to start Python); False when it never said so within ``timeout``."""
+        if self.transport == "serial" or not self.layout.serial_device:
+            return False
+        deadline = time.monotonic() + timeout
+        path = self.machine.agent_serial_path
+        while time.monotonic() < deadline:
+            self.machine.check_alive()
+            with contextlib.suppress(AdareError, OSError):
+                if (await SerialAgentClient.ping_path(path, timeout=3.0)).get("listening"):
+                    return True
+            await asyncio.sleep(0.2)
+        return False
 
     async def _await_qga(self, timeout: float) -> None:
         async def sync() -> None:

@@ -271,10 +271,31 @@ def keep_hint(pooled: PooledVM) -> str:
     sockets = pooled.workdir / "sockets"
     sockets.mkdir(exist_ok=True)
     old_sockets = str(machine.qmp_path.parent)
-    argv = [arg.replace(old_sockets, str(sockets)) for arg in machine.argv]
+    argv = [arg.replace(old_sockets, str(sockets)) for arg in _without_qmp_client(machine.argv)]
+    argv += ["-qmp", f"unix:{sockets / 'qmp.sock'},server=on,wait=off"]
     if pooled.ready_saved:
         argv += ["-loadvm", READY_TAG]
     return (
         f"kept the disk of {pooled.request.describe()}: {machine.overlay_path}\n"
         f"  boot it again: {shlex.join(argv)}"
     )
+
+
+def _without_qmp_client(argv: list[str]) -> list[str]:
+    """``argv`` minus the QMP chardev that connected to the test run (gone by now)."""
+    qmp_ids = {arg.split("id=")[1].split(",")[0] for arg in argv
+               if arg.startswith("socket,") and "server=off" in arg and "id=" in arg}
+    kept: list[str] = []
+    skip_next = False
+    for index, arg in enumerate(argv):
+        if skip_next:
+            skip_next = False
+            continue
+        following = argv[index + 1] if index + 1 < len(argv) else ""
+        if arg in ("-chardev", "-mon") and any(
+                f"id={qid}," in following or f"chardev={qid}," in following
+                or following.endswith((f"id={qid}", f"chardev={qid}")) for qid in qmp_ids):
+            skip_next = True
+            continue
+        kept.append(arg)
+    return kept

@@ -327,9 +327,6 @@ class _Walk:
                 return True
         return False
 
-    def skipped(self, path: str) -> bool:
-        return not IS_WINDOWS and path in SKIPPED_ROOTS and path != self.root
-
     def error(self, path: str, exc: OSError) -> None:
         if len(self.errors) < MAX_REPORTED_ERRORS:
             self.errors.append({"path": path, "error": exc.strerror or str(exc)})
@@ -339,25 +336,6 @@ class _Walk:
             self.timed_out = True
             return True
         return False
-
-
-def _entry_meta(walk: _Walk, path: str, st: os.stat_result) -> dict[str, Any]:
-    meta = stat_metadata(st)
-    kind = file_type(st.st_mode)
-    meta = {"type": kind, **meta}
-    if kind == "symlink":
-        try:
-            meta["target"] = os.readlink(path)
-        except OSError as exc:
-            walk.error(path, exc)
-    elif kind == "file" and walk.with_hash:
-        try:
-            meta["sha256"] = sha256_file(path, walk.cancelled)
-        except OSError as exc:
-            walk.error(path, exc)
-        except TimeoutError:
-            walk.timed_out = True
-    return meta
 
 
 def _scan(walk: _Walk, directory: str) -> Iterator[tuple[str, os.stat_result, bool]]:
@@ -375,27 +353,65 @@ def _scan(walk: _Walk, directory: str) -> Iterator[tuple[str, os.stat_result, bo
         walk.error(directory, exc)
 
 
+_TYPE_BY_FORMAT = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
+
+
+def _entry_meta(walk: _Walk, path: str, st: os.stat_result) -> dict[str, Any]:
+    # One dict literal per entry: this is the hot loop of a snapshot.
+    kind = _TYPE_BY_FORMAT.get(stat.S_IFMT(st.st_mode), "other")
+    mtime = st.st_mtime
+    timestamps = {"modified": mtime, "accessed": st.st_atime, "changed": st.st_ctime}
+    birth = getattr(st, "st_birthtime", None)
+    if birth is not None:
+        timestamps["created"] = birth
+    meta: dict[str, Any] = {
+        "type": kind,
+        "size": st.st_size,
+        "mtime": mtime,
+        "mode": st.st_mode,
+        "uid": st.st_uid,
+        "gid": st.st_gid,
+        "inode": st.st_ino,
+        "timestamps": timestamps,
+    }
+    if kind == "symlink":
+        try:
+            meta["target"] = os.readlink(path)
+        except OSError as exc:
+            walk.error(path, exc)
+    elif kind == "file" and walk.with_hash:
+        try:
+            meta["sha256"] = sha256_file(path, walk.cancelled)
+        except OSError as exc:
+            walk.error(path, exc)
+        except TimeoutError:
+            walk.timed_out = True
+    return meta
+
+
 def walk_tree(walk: _Walk) -> None:
     """Fill ``walk.snapshot`` from ``walk.root`` (depth first, no symlink following)."""
     root_st = os.lstat(walk.root)
-    walk.snapshot[walk.root] = _entry_meta(walk, walk.root, root_st)
+    snapshot = walk.snapshot
+    snapshot[walk.root] = _entry_meta(walk, walk.root, root_st)
     if not stat.S_ISDIR(root_st.st_mode):
         return
+    root_dev = root_st.st_dev
+    filtering = bool(walk.exclude)
+    skip_roots = () if IS_WINDOWS else tuple(p for p in SKIPPED_ROOTS if p != walk.root)
     stack = [walk.root]
-    checked = 0
     while stack:
+        if walk.stopped():
+            return
         directory = stack.pop()
         for path, st, is_dir in _scan(walk, directory):
-            checked += 1
-            if checked % 256 == 0 and walk.stopped():
-                return
-            if walk.skipped(path) or walk.excluded(path, os.path.basename(path)):
+            if path in skip_roots or (filtering and walk.excluded(path, os.path.basename(path))):
                 continue
-            walk.snapshot[path] = _entry_meta(walk, path, st)
-            if walk.timed_out:
-                return
-            if is_dir and not (walk.one_filesystem and st.st_dev != root_st.st_dev):
+            snapshot[path] = _entry_meta(walk, path, st)
+            if is_dir and not (walk.one_filesystem and st.st_dev != root_dev):
                 stack.append(path)
+        if walk.timed_out:
+            return
 
 
 def _snapshot_root(root_path: str | None) -> str:

@@ -235,8 +235,11 @@ class SystemTools(ToolGroup):
             execution_time=round(elapsed, 6),
         )
         if timed_out:
+            # No exit status of its own: returncode stays None so nobody mistakes our kill
+            # for the command's answer.
             result.update(
                 status="error",
+                returncode=None,
                 timed_out=True,
                 message=f"command timed out after {ctx.timeout:g} s; process group killed",
             )

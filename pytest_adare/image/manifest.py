@@ -128,7 +128,7 @@ class _Fields:
         return value
 
     def path(self, key: str, required: bool = False) -> Path | None:
-        value = self.get(key, str) if required else self.get(key, str, None)
+        value: str | None = self.get(key, str) if required else self.get(key, str, None)
         if value is None:
             return None
         resolved = (self.source.parent / value).resolve()

@@ -22,6 +22,8 @@ from adare_guest.protocol import (
     ToolCall,
     ToolResult,
     encode_message,
+    is_large_message,
+    iter_encode_message,
     new_id,
     parse_message,
 )
@@ -47,6 +49,20 @@ def test_every_message_round_trips_with_exactly_the_design_keys(
     assert set(raw) == design_envelopes[raw["type"]]
     assert parse_message(text) == msg
     assert parse_message(raw) == msg
+
+
+@pytest.mark.parametrize("msg", EXAMPLES, ids=lambda m: type(m).__name__)
+def test_piecewise_encoding_gives_the_same_text(msg: Message) -> None:
+    assert "".join(iter_encode_message(msg)) == encode_message(msg)
+
+
+def test_big_results_are_large_messages_and_encode_identically() -> None:
+    snapshot = {
+        f"/f{n}\n|\udcff": {"type": "file", "timestamps": {"m": n / 3}} for n in range(3000)
+    }
+    msg = ToolResult("i", True, {"snapshot": snapshot, "errors": [], "x": {}}, None)
+    assert is_large_message(msg) and not is_large_message(EXAMPLES[1])
+    assert "".join(iter_encode_message(msg)) == encode_message(msg)
 
 
 def test_event_types_are_exactly_the_design_list(

@@ -26,6 +26,7 @@ from adare_guest.serial_link import (
     Reassembler,
     RemoteError,
     Retry,
+    SessionEnded,
     SessionRequested,
     fragments,
     json_body,
@@ -309,3 +310,42 @@ def test_reassembly_restores_any_message_from_any_chunking(data: bytes, chunk: i
     results = [reassembler.add(f) for f in fragments(data, chunk)]
     assert results[-1] == data and all(r is None for r in results[:-1])
     assert not reassembler.in_progress
+
+
+@settings(max_examples=100)
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=300),
+            st.builds(
+                lambda op, seq, body: encode_frame(Kind.REQUEST, bytes((op, seq)) + body),
+                st.sampled_from([*Op, 0x00, 0x42]),
+                st.integers(0, 255),
+                st.binary(max_size=64),
+            ),
+        ),
+        max_size=20,
+    )
+)
+def test_any_byte_stream_gets_only_well_formed_answers_and_bounded_state(
+    chunks: list[bytes],
+) -> None:
+    guest = make_guest()
+    decoder = FrameDecoder()
+    for chunk in chunks:
+        guest.receive_data(chunk)
+        for item in decoder.feed(guest.data_to_send()):
+            assert not isinstance(item, Exception) and item.kind is Kind.RESPONSE
+        guest.take_drain_request()
+        guest.events_received()
+    guest.receive_timeout()
+    assert not guest.frame_pending
+    assert all(not isinstance(i, Exception) for i in decoder.feed(guest.data_to_send()))
+
+
+def test_close_ends_the_session_and_drops_what_was_queued() -> None:
+    host, guest = HostLink(), make_guest()
+    guest.queue_message("result nobody will poll")
+    assert exchange(host, guest, Op.CLOSE).body == b""
+    assert guest.events_received() == [SessionEnded()]
+    assert guest.queued_bytes == 0

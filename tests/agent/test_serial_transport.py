@@ -34,13 +34,11 @@ from adare_guest.serial_link import (
     Reassembler,
     RemoteError,
 )
-from adare_guest.serial_transport import SerialTransport
+from adare_guest.serial_transport import CharDevicePort, SerialTransport, open_device
 from adare_guest.server import AdareVMServer
-from frame_codec import FrameDecoder, Kind, encode_frame
+from frame_codec import DecodeEvent, FrameDecoder, Kind
 from pytest_adare.errors import AgentDisconnected, ToolError
 from pytest_adare.serial_client import SerialAgentClient, SerialLinkChannel
-
-pytestmark = pytest.mark.asyncio
 
 FRAME_TIMEOUT = 0.3
 WAIT = 20.0
@@ -59,7 +57,7 @@ class PtyAgent:
 
     async def read_frames(self, count: int, timeout: float = WAIT) -> list[Any]:
         """The next ``count`` frames (or frame errors) the agent writes."""
-        decoder, found = FrameDecoder(), []
+        decoder, found = FrameDecoder(), list[DecodeEvent]()
         deadline = time.monotonic() + timeout
         while len(found) < count:
             chunk = await asyncio.wait_for(self.reader.read(4096), deadline - time.monotonic())
@@ -109,6 +107,7 @@ async def pty_agent(agent_config: AgentConfig) -> AsyncIterator[PtyAgent]:
             os.close(master)
 
 
+@pytest.mark.asyncio
 async def test_ping_reports_the_agents_health(pty_agent: PtyAgent) -> None:
     health = json.loads(await pty_agent.channel().exchange(Op.PING))
     port = pty_agent.server.listen_address[1] if pty_agent.server.listen_address else None
@@ -117,6 +116,7 @@ async def test_ping_reports_the_agents_health(pty_agent: PtyAgent) -> None:
     assert "last_error" in health and isinstance(health["serial_errors"], int)
 
 
+@pytest.mark.asyncio
 async def test_a_tool_result_spanning_hundreds_of_frames_arrives_whole(pty_agent: PtyAgent) -> None:
     client = await SerialAgentClient.attach(pty_agent.channel(), timeout=WAIT)
     events: list[Event] = []
@@ -140,6 +140,7 @@ async def test_a_tool_result_spanning_hundreds_of_frames_arrives_whole(pty_agent
         await client.close()
 
 
+@pytest.mark.asyncio
 async def test_a_large_tool_call_is_sent_in_many_fragments(
     pty_agent: PtyAgent, tmp_path: Path
 ) -> None:
@@ -163,6 +164,33 @@ async def test_a_large_tool_call_is_sent_in_many_fragments(
         await client.close()
 
 
+@pytest.mark.asyncio
+async def test_closing_the_client_cancels_its_calls_in_the_agent(pty_agent: PtyAgent) -> None:
+    client = await SerialAgentClient.attach(pty_agent.channel(), timeout=WAIT)
+    call = asyncio.create_task(client.call("execute_shell", {"shell_command": "sleep 31.4159"}))
+    deadline = time.monotonic() + WAIT
+    while not any(s.running_calls for s in pty_agent.server.sessions):
+        assert time.monotonic() < deadline, "the call never started in the agent"
+        await asyncio.sleep(0.05)
+    await client.close()
+    with pytest.raises(AgentDisconnected):
+        await call
+    while pty_agent.server.sessions:
+        assert time.monotonic() < deadline, "the agent kept the closed session"
+        await asyncio.sleep(0.05)
+    while await pgrep("sleep 31.4159"):
+        assert time.monotonic() < deadline, "the call's process outlived the session"
+        await asyncio.sleep(0.05)
+
+
+async def pgrep(pattern: str) -> bytes:
+    ps = await asyncio.create_subprocess_exec(
+        "pgrep", "-f", pattern, stdout=asyncio.subprocess.PIPE
+    )
+    return (await ps.communicate())[0]
+
+
+@pytest.mark.asyncio
 async def test_garbage_from_the_host_is_answered_and_the_next_exchange_is_clean(
     pty_agent: PtyAgent,
 ) -> None:
@@ -175,6 +203,7 @@ async def test_garbage_from_the_host_is_answered_and_the_next_exchange_is_clean(
     assert health["serial_errors"] >= 1
 
 
+@pytest.mark.asyncio
 async def test_a_frame_cut_off_mid_way_is_answered_partial_after_the_bounded_wait(
     pty_agent: PtyAgent,
 ) -> None:
@@ -188,6 +217,7 @@ async def test_a_frame_cut_off_mid_way_is_answered_partial_after_the_bounded_wai
     assert json.loads(await pty_agent.channel().exchange(Op.PING))["listening"] is True
 
 
+@pytest.mark.asyncio
 async def test_a_peer_that_stops_mid_frame_then_returns_gets_its_answer(
     pty_agent: PtyAgent,
 ) -> None:
@@ -199,12 +229,14 @@ async def test_a_peer_that_stops_mid_frame_then_returns_gets_its_answer(
     assert channel.retries >= 1  # the stale PARTIAL_FRAME answer made it resend once
 
 
+@pytest.mark.asyncio
 async def test_an_over_limit_header_is_refused_without_waiting(pty_agent: PtyAgent) -> None:
     pty_agent.writer.write(b"DV\x01\x01\x10\x00")
     frames = await pty_agent.read_frames(1, timeout=FRAME_TIMEOUT * 0.9 + 5)
     assert frames[0].payload[2] == ErrorCode.TOO_LARGE
 
 
+@pytest.mark.asyncio
 async def test_abort_drops_a_half_sent_message(pty_agent: PtyAgent) -> None:
     channel = pty_agent.channel()
     await channel.exchange(Op.OPEN)
@@ -215,6 +247,7 @@ async def test_abort_drops_a_half_sent_message(pty_agent: PtyAgent) -> None:
         await channel.exchange(Op.SEND, Fragment(5000, 100, b"x").encode())
 
 
+@pytest.mark.asyncio
 async def test_an_invalid_message_gets_an_error_event_and_the_session_stays_usable(
     pty_agent: PtyAgent,
 ) -> None:
@@ -247,6 +280,7 @@ async def poll_messages(channel: SerialLinkChannel, until: Any) -> list[dict[str
     raise AssertionError(f"no matching message within {WAIT} s: {messages}")
 
 
+@pytest.mark.asyncio
 async def test_the_agent_survives_the_device_going_away(pty_agent: PtyAgent) -> None:
     pty_agent.writer.close()
     os.close(pty_agent.master)
@@ -287,6 +321,7 @@ async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None
         await sink.drain()
 
 
+@pytest.mark.asyncio
 async def test_client_and_one_off_ping_over_a_unix_socket(socket_path: str) -> None:
     health = await SerialAgentClient.ping(socket_path, timeout=5.0)
     assert health["listening"] is True
@@ -300,6 +335,7 @@ async def test_client_and_one_off_ping_over_a_unix_socket(socket_path: str) -> N
         await client.call("get_timestamp")
 
 
+@pytest.mark.asyncio
 async def test_a_silent_peer_makes_calls_fail_with_a_clear_error(tmp_path: Path) -> None:
     path = str(tmp_path / "silent.sock")
     server = await asyncio.start_unix_server(lambda r, w: None, path)
@@ -312,6 +348,22 @@ async def test_a_silent_peer_makes_calls_fail_with_a_clear_error(tmp_path: Path)
         server.close()
 
 
+@pytest.mark.asyncio
 async def test_a_missing_socket_fails_within_the_timeout(tmp_path: Path) -> None:
     with pytest.raises(AgentDisconnected, match="cannot connect to the agent's serial socket"):
         await SerialAgentClient.connect(str(tmp_path / "nothing.sock"), timeout=0.5)
+
+
+def test_a_non_tty_character_device_is_opened_without_pyserial(tmp_path: Path) -> None:
+    fifo = tmp_path / "vport0p1"  # stands in for a virtio-serial port: not a tty
+    os.mkfifo(fifo)
+    port = open_device(str(fifo))
+    try:
+        assert isinstance(port, CharDevicePort)
+        assert port.read(10) == b"" and port.in_waiting == 0  # bounded: returns empty
+        port.write(b"DV" * 100)
+        assert port.in_waiting and port.read(4) == b"DVDV"
+        port.reset_input_buffer()
+        assert port.in_waiting == 0
+    finally:
+        port.close()

@@ -68,7 +68,7 @@ async def test_timeout_kills_the_whole_process_group_and_keeps_partial_output(
     assert time.monotonic() - started < 5
     assert result["status"] == "error" and result["timed_out"] is True
     assert "timed out after 1 s" in result["message"]
-    assert result["stdout"] == "before\n" and result["returncode"] == -9
+    assert result["stdout"] == "before\n" and result["returncode"] is None
     for _ in range(100):
         if not _alive(marker):
             break

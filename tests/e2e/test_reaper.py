@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -55,6 +56,36 @@ def test_qemu_dies_when_the_python_process_that_started_it_is_sigkilled() -> Non
     try:
         qemu_pid = int(parent.stdout.readline())
         assert _alive(qemu_pid), "QEMU died with the worker thread that asked for it"
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=10)
+        assert _wait_gone(qemu_pid, 10), f"QEMU pid {qemu_pid} outlived its SIGKILLed parent"
+    finally:
+        parent.kill()
+        parent.wait(timeout=10)
+
+
+MACHINE_CHILD = """
+import sys, tempfile, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from image_under_test import image_under_test
+from pytest_adare.machine import Machine
+
+machine = Machine(image_under_test(), Path(tempfile.mkdtemp()), accel="tcg").start()
+print(machine.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_started_machine_dies_with_its_sigkilled_python_process() -> None:
+    here = str(Path(__file__).parent)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", MACHINE_CHILD, here], stdout=subprocess.PIPE, text=True
+    )
+    assert parent.stdout is not None
+    try:
+        qemu_pid = int(parent.stdout.readline())
+        assert _alive(qemu_pid)
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait(timeout=10)
         assert _wait_gone(qemu_pid, 10), f"QEMU pid {qemu_pid} outlived its SIGKILLed parent"

@@ -6,6 +6,8 @@ writes to ``/tmp/adare-image-ready.txt``; without either the module is skipped.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import os
 import time
@@ -31,6 +33,7 @@ from pytest_adare.install import (
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.machine import Machine
 from pytest_adare.qga import AsyncQGAClient
+from pytest_adare.serial_client import SerialAgentClient
 from pytest_adare.vm import VM, MachineGui
 
 pytestmark = pytest.mark.e2e
@@ -128,6 +131,17 @@ def _moved_layout(manifest: ImageManifest) -> ImageManifest:
     return replace(manifest, agent=agent)
 
 
+async def wait_listening(machine: Machine, timeout: float = 120) -> None:
+    """Until the agent's serial health report says it listens (Python starts slowly)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if (await SerialAgentClient.ping_path(machine.agent_serial_path, 3.0))["listening"]:
+                return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"the agent did not report listening within {timeout} s")
+
+
 def test_install_pushes_the_bundle_when_the_baked_agent_is_removed(
     manifest: ImageManifest, tmp_path: Path
 ) -> None:
@@ -145,10 +159,13 @@ def test_install_pushes_the_bundle_when_the_baked_agent_is_removed(
             await stop_agent(qga, BAKED)
             first = await install_agent(qga, layout, bundle, config)
             assert machine.agent_port is not None
+            await wait_listening(machine)
             client = await AgentClient.connect("127.0.0.1", machine.agent_port, token, backoff=0.5)
             where = await AsyncGuest(client).shell("ls /proc/self/ >/dev/null; echo $0")
             await client.close()
             second = await install_agent(qga, layout, bundle, config)
+            await asyncio.sleep(1)  # the old agent answers the probe until it is gone
+            await wait_listening(machine)
             client = await AgentClient.connect("127.0.0.1", machine.agent_port, token, backoff=0.5)
             assert client.server_info["bundle_hash"] == bundle.bundle_hash
             await client.close()

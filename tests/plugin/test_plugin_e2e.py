@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -62,8 +63,10 @@ def test_one_session_isolation_evidence_and_errors(pytester: pytest.Pytester,
                                                    test_image: str, tmp_path: Path) -> None:
     pytester.makepyfile(test_scenarios=ONE_SESSION)
     artifacts = tmp_path / "evidence"
+    junit = tmp_path / "junit.xml"
     result = run_inner(pytester, "-v", "-rs", f"--adare-vm={test_image}",
-                       f"--adare-artifacts={artifacts}", "--adare-keep=on-failure")
+                       f"--adare-artifacts={artifacts}", "--adare-keep=on-failure",
+                       f"--junitxml={junit}")
     result.assert_outcomes(passed=5, failed=1, errors=1, skipped=1)
     result.stdout.fnmatch_lines([
         f"adare: image {test_image}, accel *, isolation snapshot, QEMU emulator version *",
@@ -76,15 +79,18 @@ def test_one_session_isolation_evidence_and_errors(pytester: pytest.Pytester,
     ])
     result.stdout.fnmatch_lines(["*needs a desktop (adare_vm gui=...) but image*has none*"])
     result.stdout.fnmatch_lines(["*ERROR at call of test_6_agent_killed_mid_test*"])
-    result.stdout.fnmatch_lines(["*Captured adare console tail*"])
-    result.stdout.fnmatch_lines(["*Captured adare agent log tail*"])
+    result.stdout.fnmatch_lines(["*- adare console tail -*", "*adare-init: agent started*"])
+    result.stdout.fnmatch_lines(["*- adare agent log tail -*", "*listening on 0.0.0.0:18765*"])
     result.stdout.fnmatch_lines(["*adare screenshot*", "*screendump: *screenshot.png*"])
-    evidence = artifacts / "test_scenarios.py__test_5_assertion_fails"
+    evidence = artifacts / "test_scenarios.py_test_5_assertion_fails"
     assert {p.name for p in evidence.iterdir()} >= {
         "console.log", "agent.log", "screenshot.png", "diff.json"}
     assert (evidence / "console.log").stat().st_size > 0
     result.stdout.fnmatch_lines(["*adare: kept VM disks*", "kept the disk of *",
-                                 "*boot it again: *"])
+                                 "*boot it again: qemu-system-x86_64 * -loadvm adare-ready"])
+    properties = {(p.get("name"), p.get("value")) for p in ET.parse(junit).iter("property")}
+    assert ("adare_screenshot", str(evidence / "screenshot.png")) in properties
+    assert ("adare_artifacts", str(evidence)) in properties
 
 
 def test_broken_vm_errors_every_test_at_once_with_the_first_cause(
@@ -151,6 +157,7 @@ def test_sigkill_of_pytest_leaves_no_qemu(pytester: pytest.Pytester, test_image:
     pytester.makepyfile(
         f"""
         import time
+import xml.etree.ElementTree as ET
         from pathlib import Path
 
         def test_waits(guest):

@@ -51,3 +51,16 @@ async def test_a_cancelled_waiter_is_forgotten(tmp_path: Path) -> None:
     await asyncio.sleep(0)
     capture.data_received(b"never\n")
     assert future.cancelled()
+
+
+@pytest.mark.asyncio
+async def test_a_mark_splits_the_line_being_written(tmp_path: Path) -> None:
+    capture = ConsoleCapture(tmp_path / "console.log")
+    capture.data_received(b"noise: probe")
+    mark = capture.mark()
+    waiter = capture.wait_for(r"probe-\d+", since=mark)
+    await asyncio.sleep(0)
+    assert not waiter.done(), "output from before the mark matched"
+    capture.data_received(b" then probe-42 and more\n")
+    assert (await asyncio.wait_for(waiter, 1)).group(0) == "probe-42"
+    assert capture.tail(1) == ["noise: probe then probe-42 and more"]

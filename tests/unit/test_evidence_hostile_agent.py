@@ -35,9 +35,15 @@ def honest(data: bytes) -> Answer:
     def answer(index: int, chunk_size: int) -> dict[str, Any]:
         total = max(1, math.ceil(len(data) / chunk_size))
         chunk = data[index * chunk_size : (index + 1) * chunk_size]
-        result = {"status": "success", "chunk_index": index, "total_chunks": total,
-                  "chunk_data": base64.b64encode(chunk).decode(), "file_size": len(data),
-                  "is_directory": False, "eof": index == total - 1}
+        result = {
+            "status": "success",
+            "chunk_index": index,
+            "total_chunks": total,
+            "chunk_data": base64.b64encode(chunk).decode(),
+            "file_size": len(data),
+            "is_directory": False,
+            "eof": index == total - 1,
+        }
         if index == total - 1:
             result["sha256"] = hashlib.sha256(data).hexdigest()
         return result
@@ -56,9 +62,15 @@ def endless(chunk: bytes) -> Answer:
     """Claims a tiny file, then sends chunk after chunk."""
 
     def answer(index: int, _chunk_size: int) -> dict[str, Any]:
-        return {"status": "success", "chunk_index": index, "total_chunks": 50,
-                "chunk_data": base64.b64encode(chunk).decode(), "file_size": 5,
-                "is_directory": False, "eof": False}
+        return {
+            "status": "success",
+            "chunk_index": index,
+            "total_chunks": 50,
+            "chunk_data": base64.b64encode(chunk).decode(),
+            "file_size": 5,
+            "is_directory": False,
+            "eof": False,
+        }
 
     return answer
 
@@ -94,15 +106,28 @@ async def hostile_agent(websocket: ServerConnection) -> None:
     async for frame in websocket:
         message = json.loads(frame)
         if message["type"] == "connect":
-            reply = {"type": "connect", "id": message["id"], "timestamp": None,
-                     "client_info": {"version": "6.6.6", "platform": "Linux"}}
+            reply = {
+                "type": "connect",
+                "id": message["id"],
+                "timestamp": None,
+                "client_info": {"version": "6.6.6", "platform": "Linux"},
+            }
         elif message["type"] == "tool_call":
             params = message["params"]
             answer = FILES.get(params["guest_path"])
-            result = (answer(params["chunk_index"], params["chunk_size"]) if answer
-                      else {"status": "error", "message": "No such file"})
-            reply = {"type": "tool_result", "id": message["id"], "timestamp": None,
-                     "success": True, "result": result, "error": None}
+            result = (
+                answer(params["chunk_index"], params["chunk_size"])
+                if answer
+                else {"status": "error", "message": "No such file"}
+            )
+            reply = {
+                "type": "tool_result",
+                "id": message["id"],
+                "timestamp": None,
+                "success": True,
+                "result": result,
+                "error": None,
+            }
         else:
             continue
         await websocket.send(json.dumps(reply))
@@ -134,6 +159,10 @@ def manifest(dest: Path) -> dict[str, dict[str, Any]]:
     return {row["guest_path"]: row for row in document["files"]}
 
 
+def all_inside(paths: list[Path], top: Path) -> bool:
+    return all(path.resolve().is_relative_to(top.resolve()) for path in paths)
+
+
 def all_files(top: Path) -> set[Path]:
     return {Path(d, f) for d, _, files in os.walk(top) for f in files}
 
@@ -149,8 +178,7 @@ async def test_hostile_paths_all_land_inside_dest(guest: AsyncGuest, dest: Path)
     outside_before = all_files(dest.parent.parent)
     diff = created(*(path for path in FILES if path != "/home/user/far-index"))
     pulled = await pull_changed(guest, diff, dest, max_bytes=16 * 1024 * 1024)
-    root = dest.resolve()
-    assert all(path.resolve().is_relative_to(root) for path in pulled)
+    assert all_inside(pulled, dest)
     assert all_files(dest.parent.parent) - all_files(dest) == outside_before
     rows = manifest(dest)
     placed = {g: rows[g]["host_path"] for g in rows if rows[g]["status"] == "pulled"}
@@ -169,13 +197,18 @@ async def test_manifest_holds_host_computed_hashes_not_the_guests_claims(
 ) -> None:
     data = b"evidence " * 300_000
     claimed = entry(size=5, sha256="f" * 64)
-    diff = created("/home/user/report.txt", "/home/user/lying-size",
-                   **{"/home/user/report.txt": claimed})
+    diff = created(
+        "/home/user/report.txt", "/home/user/lying-size", **{"/home/user/report.txt": claimed}
+    )
     await pull_changed(guest, diff, dest)
     rows = manifest(dest)
     report = rows["/home/user/report.txt"]
     assert report["sha256"] == hashlib.sha256(data).hexdigest()
-    assert (report["size"], report["guest_size"], report["guest_sha256"]) == (len(data), 5, "f" * 64)
+    assert (report["size"], report["guest_size"], report["guest_sha256"]) == (
+        len(data),
+        5,
+        "f" * 64,
+    )
     assert (dest / "home/user/report.txt").read_bytes() == data
     lying = rows["/home/user/lying-size"]
     assert lying["size"] == len(b"much more than the snapshot said") != lying["guest_size"]
@@ -195,14 +228,22 @@ async def test_lies_about_hash_length_and_offsets_leave_no_file(
     assert all_files(dest) == {dest / MANIFEST_NAME}
 
 
-@pytest.mark.asyncio
-async def test_symlink_in_dest_is_never_written_through(guest: AsyncGuest, dest: Path) -> None:
-    elsewhere = dest.parent / "elsewhere"
-    elsewhere.mkdir()
+@pytest.fixture
+def elsewhere(dest: Path) -> Path:
+    """A directory outside dest that dest/home points to."""
+    outside = dest.parent / "elsewhere"
+    outside.mkdir()
     dest.mkdir()
-    (dest / "home").symlink_to(elsewhere)
+    (dest / "home").symlink_to(outside)
+    return outside
+
+
+@pytest.mark.asyncio
+async def test_symlink_in_dest_is_never_written_through(
+    guest: AsyncGuest, dest: Path, elsewhere: Path
+) -> None:
     pulled = await pull_changed(guest, created("/home/user/report.txt"), dest)
-    assert pulled == [] and list(elsewhere.iterdir()) == []
+    assert pulled == [] and all_files(elsewhere) == set()
     assert "is a symlink" in manifest(dest)["/home/user/report.txt"]["reason"]
 
 
@@ -210,8 +251,12 @@ async def test_symlink_in_dest_is_never_written_through(guest: AsyncGuest, dest:
 async def test_nul_paths_symlink_entries_and_directories_are_skipped(
     guest: AsyncGuest, dest: Path
 ) -> None:
-    diff = created("/tmp/a\0b", "/home/user/link", "/home/user/dir",
-                   **{"/home/user/link": entry("symlink"), "/home/user/dir": entry("dir")})
+    diff = created(
+        "/tmp/a\0b",
+        "/home/user/link",
+        "/home/user/dir",
+        **{"/home/user/link": entry("symlink"), "/home/user/dir": entry("dir")},
+    )
     assert await pull_changed(guest, diff, dest) == []
     rows = manifest(dest)
     assert "NUL" in rows["/tmp/a\0b"]["reason"]

@@ -76,7 +76,8 @@ def test_crc_check_value_of_123456789_is_0x29b1() -> None:
 def test_crc_matches_the_bitwise_definition_and_the_crc_package(data: bytes) -> None:
     import crc
 
-    calculator = crc.Calculator(crc.Crc16.IBM_3740.value)  # IBM-3740 is CCITT-FALSE's catalogue name
+    # CRC-16/IBM-3740 is the catalogue name of CRC-16/CCITT-FALSE.
+    calculator = crc.Calculator(crc.Crc16.IBM_3740.value)
     assert crc16_ccitt_false(data) == reference_crc(data) == calculator.checksum(data)
 
 

@@ -14,12 +14,27 @@ from pytest_adare.fs_snapshot import FsDiff, FsSnapshot, SnapshotFormatError
 T0 = 1_760_000_000.0
 
 
-def meta(kind: str = "file", *, size: int = 10, mode: int = 0o100644, uid: int = 1000,
-         gid: int = 1000, inode: int = 1, mtime: float = T0, ctime: float = T0,
-         atime: float = T0, **extra: Any) -> dict[str, Any]:
+def meta(
+    kind: str = "file",
+    *,
+    size: int = 10,
+    mode: int = 0o100644,
+    uid: int = 1000,
+    gid: int = 1000,
+    inode: int = 1,
+    mtime: float = T0,
+    ctime: float = T0,
+    atime: float = T0,
+    **extra: Any,
+) -> dict[str, Any]:
     """One ``meta`` dict in the shape of ``get_filesystem_snapshot``."""
     return {
-        "type": kind, "size": size, "mtime": mtime, "mode": mode, "uid": uid, "gid": gid,
+        "type": kind,
+        "size": size,
+        "mtime": mtime,
+        "mode": mode,
+        "uid": uid,
+        "gid": gid,
         "inode": inode,
         "timestamps": {"modified": mtime, "accessed": atime, "changed": ctime},
         **extra,
@@ -31,8 +46,12 @@ def sha(text: str) -> str:
 
 
 def result(entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return {"status": "success", "snapshot": entries, "file_count": len(entries),
-            "collection_time": 0.01}
+    return {
+        "status": "success",
+        "snapshot": entries,
+        "file_count": len(entries),
+        "collection_time": 0.01,
+    }
 
 
 def snap(entries: dict[str, dict[str, Any]], **kwargs: Any) -> FsSnapshot:
@@ -88,13 +107,25 @@ def test_sha256_is_compared_only_when_both_sides_hashed() -> None:
 
 
 def test_chmod_and_chown_are_mode_uid_gid_changes() -> None:
-    after = snap(changed(**{"/home/user/report.pdf": {"mode": 0o100600, "uid": 0, "gid": 0,
-                                                      "timestamps": {"modified": T0,
-                                                                     "accessed": T0,
-                                                                     "changed": T0 + 5}}}))
+    after = snap(
+        changed(
+            **{
+                "/home/user/report.pdf": {
+                    "mode": 0o100600,
+                    "uid": 0,
+                    "gid": 0,
+                    "timestamps": {"modified": T0, "accessed": T0, "changed": T0 + 5},
+                }
+            }
+        )
+    )
     fields = after.diff(snap(BASE)).modified["/home/user/report.pdf"]
-    assert fields == {"mode": (0o100644, 0o100600), "uid": (1000, 0), "gid": (1000, 0),
-                      "ctime": (T0, T0 + 5)}
+    assert fields == {
+        "mode": (0o100644, 0o100600),
+        "uid": (1000, 0),
+        "gid": (1000, 0),
+        "ctime": (T0, T0 + 5),
+    }
 
 
 def test_symlink_retarget_is_a_target_change() -> None:
@@ -183,7 +214,11 @@ def test_save_and_load_round_trip_including_non_utf8_names(tmp_path: Any) -> Non
         loaded = FsSnapshot.load(original.save(tmp_path / name))
         assert dict(loaded) == dict(original)
         assert (loaded.root, loaded.os, loaded.taken_at_guest, loaded.taken_at_host) == (
-            "/home/user", "linux", T0 + 3, T0 + 4)
+            "/home/user",
+            "linux",
+            T0 + 3,
+            T0 + 4,
+        )
     raw = (tmp_path / "snap.jsonl").read_bytes()
     assert b"caf\\udce9" in raw  # JSON escape, not a crash or a lossy replacement
 

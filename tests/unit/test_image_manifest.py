@@ -140,7 +140,7 @@ def test_resolve_bare_disk_uses_firmware_boot_defaults(tmp_path: Path) -> None:
 def test_resolve_rejects_what_is_not_an_image(tmp_path: Path) -> None:
     with pytest.raises(ImageError, match="no image at"):
         resolve_image(str(tmp_path / "nothing-here"))
-    with pytest.raises(ImageError, match="without adare-image.json"):
+    with pytest.raises(ImageError, match=r"without adare-image\.json"):
         resolve_image(str(tmp_path))
 
 

@@ -30,7 +30,6 @@ _DESKTOP_PACKAGES = (
     "udev",
     "xserver-xorg-core",
     "xserver-xorg-input-libinput",
-    "xinit",
     "openbox",
     "xterm",
     "x11-xserver-utils",
@@ -75,7 +74,7 @@ class Recipe:
         return digest.hexdigest()[:16]
 
 
-_COMMON_SCRIPTS = ("sysinit.sh", "agent-service.sh", "qga-service.sh", "shutdown.sh")
+_COMMON_SCRIPTS = ("lib.sh", "sysinit.sh", "agent-service.sh", "qga-service.sh", "shutdown.sh")
 
 
 def debian_recipe(desktop: bool = False, suite: str = DEFAULT_SUITE) -> Recipe:

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Respawned by busybox init: X on the VM's display, openbox, and a focused xterm.
+. /adare/init/lib.sh
 . /adare/init/agent.env
-echo "adare-init: starting X on :0" > /dev/console
+say "starting X on :0"
 # No screen saver or DPMS: a blank screen would break screenshots in long tests.
 Xorg :0 vt7 -nolisten tcp -s 0 -dpms -noreset > /adare/run/xorg.out 2>&1 &
 xorg=$!
@@ -11,7 +12,7 @@ while [ ! -S /tmp/.X11-unix/X0 ] && [ "$tries" -lt 300 ]; do
     tries=$((tries + 1))
 done
 if [ ! -S /tmp/.X11-unix/X0 ]; then
-    echo "adare-init: X did not start; see /adare/run/xorg.out" > /dev/console
+    say "X did not start; see /adare/run/xorg.out"
     kill "$xorg"
     sleep 5
     exit 1
@@ -19,6 +20,6 @@ fi
 [ -n "$ADARE_DISPLAY" ] && xrandr -s "$ADARE_DISPLAY" > /dev/null 2>&1
 # openbox runs --startup once it manages the screen, so the new xterm gets the focus.
 openbox --startup "xterm -geometry 100x30+40+40" > /adare/run/openbox.out 2>&1 &
-echo "adare-init: desktop started" > /dev/console
+say "desktop started"
 wait "$xorg"
-echo "adare-init: X exited; restarting" > /dev/console
+say "X exited; restarting"

@@ -1,5 +1,6 @@
 #!/bin/sh
 # Run once by busybox init: mounts, network, QGA port names, the fw_cfg hand-off.
+. /adare/init/lib.sh
 # /adare/bin holds busybox's applets (mount, ps, ...); the minimal Debian lacks some.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin:/adare/bin
 mountpoint -q /proc || mount -t proc proc /proc
@@ -19,7 +20,7 @@ if ip link set eth0 up 2>/dev/null; then
     ip addr add 10.0.2.15/24 dev eth0
     ip route add default via 10.0.2.2
     echo "nameserver 10.0.2.3" > /run/resolv.conf
-    echo "adare-init: network up (10.0.2.15)" > /dev/console
+    say "network up (10.0.2.15)"
 fi
 
 # What udev would do: /dev/virtio-ports/<name> for every virtio-serial port.
@@ -34,12 +35,12 @@ mkdir -p /adare/run
 fw_cfg=/sys/firmware/qemu_fw_cfg/by_name/opt/adare
 if [ -r "$fw_cfg/config.json/raw" ]; then
     cat "$fw_cfg/config.json/raw" > /adare/run/config.json
-    echo "adare-init: config.json from fw_cfg" > /dev/console
+    say "config.json from fw_cfg"
 fi
 if [ -r "$fw_cfg/bundle.pyz/raw" ]; then
     cat "$fw_cfg/bundle.pyz/raw" > /adare/agent/bundle.pyz.new
     mv /adare/agent/bundle.pyz.new /adare/agent/bundle.pyz
-    echo "adare-init: agent bundle from fw_cfg" > /dev/console
+    say "agent bundle from fw_cfg"
 fi
 [ -x /adare/init/sysinit-extra.sh ] && /adare/init/sysinit-extra.sh
-echo "adare-init: system ready" > /dev/console
+say "system ready"

@@ -1,0 +1,408 @@
+"""Run every benchmark script against one image; write bench/results.json and docs/performance.md.
+
+    python bench/run_all.py [--image debian] [--quick] [--only codec,agent] [--timeout 1800]
+
+Each ``bench/*.py`` (except this one) prints one JSON object. The known scripts
+get their own arguments (shorter runs with ``--quick``); a new script runs with
+no arguments and the image in ``ADARE_BENCH_IMAGE``. The markdown table puts
+each of our figures beside the alternative measured in the same run, under a
+header naming the machine, the accelerator and the date; the full figures of
+every script follow. Only the part of docs/performance.md between the
+``bench:begin``/``bench:end`` markers is replaced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "bench"
+RESULTS = BENCH / "results.json"
+PERFORMANCE = REPO / "docs" / "performance.md"
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+ORDER = ("codec", "agent", "boot", "runtime", "isolation")
+
+
+def arguments(name: str, image: str, quick: bool) -> list[str]:
+    """The command-line arguments of one known script (none for unknown ones)."""
+    table: dict[str, tuple[list[str], list[str]]] = {
+        "codec": ([], ["--seconds", "0.05"]),
+        "agent": ([], ["--rounds", "30", "--no-serial"]),
+        "boot": ([image], [image]),
+        "runtime": ([image], [image]),
+        "isolation": (["--image", image], ["--image", image, "--tests", "3"]),
+    }
+    full, short = table.get(name, ([], []))
+    return short if quick else full
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One table row: our figure at ``ours`` beside the alternative at ``theirs``.
+
+    Paths are key tuples into the script's JSON; ``*`` matches any key and the
+    same key is used in ``theirs``.
+    """
+
+    bench: str
+    label: str
+    ours: tuple[str, ...]
+    alternative: str
+    theirs: tuple[str, ...] | None
+    unit: str
+    lower_is_better: bool
+
+
+COMPARISONS = (
+    Comparison(
+        "runtime",
+        "QEMU start → first tool call answered",
+        ("start_to_first_tool_answer_s",),
+        "QGA first answer",
+        ("start_to_first_qga_answer_s",),
+        "s",
+        True,
+    ),
+    Comparison(
+        "isolation",
+        "per-test clean state (snapshot restore), median",
+        ("snapshot", "clean_state_seconds", "median"),
+        "full reboot to ready",
+        ("reboot", "clean_state_seconds", "median"),
+        "s",
+        True,
+    ),
+    Comparison(
+        "runtime",
+        "tool round trip `get_timestamp`, p50",
+        ("get_timestamp", "p50_ms"),
+        "QGA `guest-exec` + status polling",
+        ("qga_guest_exec_true", "p50_ms"),
+        "ms",
+        True,
+    ),
+    Comparison(
+        "runtime",
+        '`execute_shell("true")`, p50',
+        ("execute_shell_true", "p50_ms"),
+        "QGA `guest-exec` + status polling",
+        ("qga_guest_exec_true", "p50_ms"),
+        "ms",
+        True,
+    ),
+    Comparison(
+        "runtime",
+        "file pull 64 MiB",
+        ("pull_64mib", "agent_mb_s"),
+        "QGA `guest-file-read`",
+        ("pull_64mib", "qga_guest_file_read_mb_s"),
+        "MB/s",
+        False,
+    ),
+    Comparison(
+        "runtime",
+        "serial link `get_timestamp`, p50",
+        ("serial_get_timestamp", "p50_ms"),
+        "—",
+        None,
+        "ms",
+        True,
+    ),
+    Comparison(
+        "agent",
+        "fs snapshot of /usr (agent on localhost)",
+        ("snapshot", "snapshot_usr_files_per_s"),
+        "`find -printf` of the same fields",
+        ("snapshot", "baseline_find_printf_files_per_s"),
+        "files/s",
+        False,
+    ),
+    Comparison(
+        "agent",
+        "`get_timestamp` on localhost, p50",
+        ("round_trip", "get_timestamp", "p50_ms"),
+        "bare WebSocket ping",
+        ("round_trip", "baseline_websocket_ping", "p50_ms"),
+        "ms",
+        True,
+    ),
+    Comparison(
+        "agent",
+        '`execute_shell("true")` on localhost, p50',
+        ("shell", "execute_shell_true", "p50_ms"),
+        "local `subprocess.run`",
+        ("shell", "baseline_local_subprocess_true", "p50_ms"),
+        "ms",
+        True,
+    ),
+    Comparison(
+        "agent",
+        "pull 64 MiB on localhost",
+        ("pull", "pull_64mib_mb_per_s"),
+        "local `cat`",
+        ("pull", "baseline_local_cat_mb_per_s"),
+        "MB/s",
+        False,
+    ),
+    Comparison(
+        "agent",
+        "serial round trip `ping`, p50",
+        ("serial", "serial_ping", "p50_ms"),
+        "—",
+        None,
+        "ms",
+        True,
+    ),
+    Comparison(
+        "codec",
+        "frame codec * (C CRC)",
+        ("results", "*", "binascii_crc", "MB_per_s"),
+        "pure-Python CRC",
+        ("results", "*", "pure_python_crc", "MB_per_s"),
+        "MB/s",
+        False,
+    ),
+)
+
+
+def discover(only: set[str] | None) -> list[str]:
+    """Benchmark script names in a stable order: the known ones first."""
+    found = {p.stem for p in BENCH.glob("*.py") if p.stem not in ("run_all", "__init__")}
+    names = [n for n in ORDER if n in found] + sorted(found - set(ORDER))
+    return [n for n in names if only is None or n in only]
+
+
+def parse_json_output(stdout: str) -> Any:
+    """The JSON object a script printed (the last one, if it printed more than JSON)."""
+    try:
+        return json.loads(stdout)
+    except json.JSONDecodeError:
+        start = stdout.rfind("\n{")
+        return json.loads(stdout[start + 1 if start >= 0 else stdout.index("{") :])
+
+
+def run_script(name: str, image: str, quick: bool, timeout: float) -> dict[str, Any]:
+    """Run one script; its figures, or the error with the tail of its stderr."""
+    command = [sys.executable, str(BENCH / f"{name}.py"), *arguments(name, image, quick)]
+    env = {**os.environ, "ADARE_BENCH_IMAGE": image}
+    print(f"bench: {name}: {' '.join(command[1:])}", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "seconds": timeout, "error": f"did not finish within {timeout:.0f} s"}
+    outcome: dict[str, Any] = {
+        "ok": done.returncode == 0,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    try:
+        outcome["result"] = parse_json_output(done.stdout)
+    except (json.JSONDecodeError, ValueError):
+        outcome["ok"] = False
+    if not outcome["ok"]:
+        tail = done.stderr.strip().splitlines()[-15:]
+        outcome["error"] = f"exit code {done.returncode}: " + "\n".join(tail)
+    print(
+        f"bench: {name}: {'ok' if outcome['ok'] else 'FAILED'} in {outcome['seconds']} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return outcome
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = None
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+        memory = round(pages * size / 2**30, 1)
+    except (ValueError, OSError):
+        pass
+    try:
+        qemu = subprocess.run(
+            ["qemu-system-x86_64", "--version"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout.splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        qemu = None
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": memory,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "qemu": qemu,
+    }
+
+
+def accelerator(benchmarks: dict[str, Any]) -> str:
+    """The accelerator a VM benchmark reported, else what /dev/kvm allows."""
+    for outcome in benchmarks.values():
+        result = outcome.get("result")
+        if isinstance(result, dict) and isinstance(result.get("accel"), str):
+            return str(result["accel"])
+    usable = os.access("/dev/kvm", os.R_OK | os.W_OK)
+    return "kvm (available, no VM benchmark ran)" if usable else "tcg (no usable /dev/kvm)"
+
+
+def lookup(document: Any, path: tuple[str, ...]) -> Iterator[tuple[list[str], Any]]:
+    """(keys matched by ``*``, value) for every match of ``path``."""
+    if not path:
+        yield [], document
+        return
+    if not isinstance(document, dict):
+        return
+    head, rest = path[0], path[1:]
+    keys = list(document) if head == "*" else [head] if head in document else []
+    for key in keys:
+        for bound, value in lookup(document[key], rest):
+            yield ([key] if head == "*" else []) + bound, value
+
+
+def bind(path: tuple[str, ...], keys: list[str]) -> tuple[str, ...]:
+    filled = iter(keys)
+    return tuple(next(filled) if part == "*" else part for part in path)
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    return float(value)
+
+
+def comparison_rows(benchmarks: dict[str, Any]) -> list[list[str]]:
+    """Markdown cells for every comparison whose figures exist in this run."""
+    rows = []
+    for spec in COMPARISONS:
+        result = benchmarks.get(spec.bench, {}).get("result")
+        for keys, value in lookup(result, spec.ours):
+            ours = number(value)
+            if ours is None:
+                continue
+            label = spec.label.replace("*", ", ".join(keys)) if keys else spec.label
+            theirs = None
+            if spec.theirs is not None:
+                theirs = number(next((v for _, v in lookup(result, bind(spec.theirs, keys))), None))
+            advantage = "—"
+            if theirs and ours:
+                ratio = theirs / ours if spec.lower_is_better else ours / theirs
+                advantage = f"{ratio:.2f}x"
+            rows.append(
+                [
+                    label,
+                    f"{ours:g} {spec.unit}",
+                    spec.alternative,
+                    f"{theirs:g} {spec.unit}" if theirs is not None else "—",
+                    advantage,
+                    spec.bench,
+                ]
+            )
+    return rows
+
+
+def flatten(document: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(document, dict):
+        for key, value in document.items():
+            yield from flatten(value, f"{prefix}/{key}" if prefix else str(key))
+    else:
+        yield prefix, document
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The generated part of docs/performance.md."""
+    info = report["machine"]
+    lines = [
+        BEGIN,
+        f"Measured {report['date']} on {info['cpu']} ({info['cores']} cores, "
+        f"{info['memory_gib']} GiB), {info['os']}, Python {info['python']}, "
+        f"{info['qemu'] or 'QEMU not found'}; accel **{report['accel']}**; image "
+        f"`{report['image']}`{'; quick run (shortened)' if report['quick'] else ''}.",
+        "Generated by `python bench/run_all.py`; raw figures in `bench/results.json`.",
+        "",
+        "| figure | pytest-adare | compared against (same run) | alternative | advantage | "
+        "script |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += ["| " + " | ".join(cells) + " |" for cells in comparison_rows(report["benchmarks"])]
+    lines.append("")
+    lines.append("Advantage: how many times better our figure is (above 1x: ours is better).")
+    for name, outcome in report["benchmarks"].items():
+        lines += ["", f"### {name} ({outcome['seconds']} s)", ""]
+        if not outcome["ok"]:
+            lines += ["Failed:", "", "```", outcome.get("error", "?"), "```"]
+            continue
+        lines += ["| figure | value |", "|---|---|"]
+        lines += [f"| {key} | {value} |" for key, value in flatten(outcome["result"])]
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def write_performance(text: str) -> None:
+    """Replace the generated part of docs/performance.md (create the file if needed)."""
+    if PERFORMANCE.exists():
+        current = PERFORMANCE.read_text()
+        if BEGIN in current and END in current:
+            head, _, rest = current.partition(BEGIN)
+            _, _, tail = rest.partition(END)
+            PERFORMANCE.write_text(head + text.rstrip("\n") + tail)
+            return
+        PERFORMANCE.write_text(current.rstrip("\n") + "\n\n" + text)
+        return
+    PERFORMANCE.write_text(
+        "# Performance\n\nEach figure of pytest-adare beside the alternative it replaces, "
+        "measured in the same run on the same machine (DESIGN §7).\n\n" + text
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", default="debian", help="image for the VM benchmarks")
+    parser.add_argument("--quick", action="store_true", help="shorter runs (fewer rounds)")
+    parser.add_argument("--only", help="comma-separated script names (default: all)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per script")
+    args = parser.parse_args(argv)
+    only = set(args.only.split(",")) if args.only else None
+    names = discover(only)
+    if not names:
+        parser.error(f"no benchmark scripts to run in {BENCH} (only={args.only})")
+    benchmarks = {name: run_script(name, args.image, args.quick, args.timeout) for name in names}
+    report = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "image": args.image,
+        "quick": args.quick,
+        "machine": machine(),
+        "accel": accelerator(benchmarks),
+        "benchmarks": benchmarks,
+    }
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    write_performance(markdown(report))
+    print(json.dumps({name: outcome["ok"] for name, outcome in benchmarks.items()}))
+    return 0 if all(outcome["ok"] for outcome in benchmarks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""Find a template image on the screen: NumPy normalised cross-correlation.
+
+::
+
+    box = find(Image.open("ok_button.png"), guest.screenshot(), threshold=0.9)
+    box = guest.wait_for_image("ok_button.png", timeout=20)     # waits, see below
+    guest.click(*box.center)
+
+The score is the zero-mean normalised cross-correlation (OpenCV's
+``TM_CCOEFF_NORMED``) on grey levels: 1.0 is a perfect match, insensitive to
+brightness and contrast changes. The correlation runs as one FFT product and
+the window energies come from integral images, so a 1024x768 screen costs a few
+tens of milliseconds whatever the template size. Why not OpenCV: docs/gui.md.
+
+:func:`wait_for_image` re-checks when the screen may have changed: at once after
+a GUI event of the agent (click, key, drag), otherwise with a short backoff that
+restarts whenever the screen moved and grows while it stays still. On timeout
+:class:`ImageNotFound` names the best score seen and a saved copy of the last
+screenshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import os
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, Union
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+from pytest_adare.errors import AdareError
+
+__all__ = ["Box", "ImageNotFound", "TemplateMatcher", "find", "wait_for_image"]
+
+ImageLike = Union[Image.Image, "npt.NDArray[Any]", str, "os.PathLike[str]"]
+Region = tuple[int, int, int, int]
+GreyArray = npt.NDArray[np.float64]
+
+FIRST_DELAY = 0.05
+MAX_DELAY = 1.0
+DELAY_GROWTH = 1.6
+_MIN_VARIANCE = 0.25  # per pixel: flatter windows (no contrast) score 0, not noise
+
+
+@dataclass(frozen=True)
+class Box:
+    """Where a template matched: top-left ``x, y``, size, and the score in [-1, 1]."""
+
+    x: int
+    y: int
+    width: int
+    height: int
+    score: float
+
+    @property
+    def center(self) -> tuple[int, int]:
+        """The middle of the box, e.g. to click on."""
+        return self.x + self.width // 2, self.y + self.height // 2
+
+
+class ImageNotFound(AdareError, TimeoutError):
+    """The template did not show within the timeout; ``screenshot_path`` holds the last screen."""
+
+    def __init__(self, message: str, screenshot: Image.Image | None, screenshot_path: Path | None):
+        self.screenshot = screenshot
+        self.screenshot_path = screenshot_path
+        super().__init__(message)
+
+
+def to_grey(image: ImageLike) -> GreyArray:
+    """A 2-D float64 array of grey levels (0-255) from a PIL image, array or file path."""
+    if isinstance(image, (str, os.PathLike)):
+        with Image.open(image) as opened:
+            return to_grey(opened.copy())
+    if isinstance(image, Image.Image):
+        return np.asarray(image.convert("L"), dtype=np.float64)
+    array = np.asarray(image, dtype=np.float64)
+    if array.ndim == 3 and array.shape[2] in (3, 4):
+        array = array[:, :, :3] @ np.array([0.299, 0.587, 0.114])  # ITU-R 601, like PIL "L"
+    if array.ndim != 2:
+        raise ValueError(f"expected an image or a 2-D/3-D array, got shape {array.shape}")
+    return array
+
+
+def _window_sums(integral: GreyArray, height: int, width: int) -> GreyArray:
+    """Sums over every ``height x width`` window from a zero-padded integral image."""
+    return (
+        integral[height:, width:]
+        - integral[:-height, width:]
+        - integral[height:, :-width]
+        + integral[:-height, :-width]
+    )
+
+
+def _integral(array: GreyArray) -> GreyArray:
+    padded = np.zeros((array.shape[0] + 1, array.shape[1] + 1))
+    padded[1:, 1:] = array.cumsum(0).cumsum(1)
+    return padded
+
+
+class TemplateMatcher:
+    """A template prepared once for many screens (its FFT is cached per screen size)."""
+
+    def __init__(self, template: ImageLike) -> None:
+        grey = to_grey(template)
+        self.height, self.width = grey.shape
+        if self.height == 0 or self.width == 0:
+            raise ValueError("the template is empty")
+        self._zero_mean = grey - grey.mean()
+        self._energy = float((self._zero_mean**2).sum())
+        if self._energy < _MIN_VARIANCE * grey.size:
+            raise ValueError(
+                "the template has no contrast (one flat colour); cut one with some detail"
+            )
+        self._spectra: dict[tuple[int, int], npt.NDArray[np.complex128]] = {}
+
+    def scores(self, screen: GreyArray) -> GreyArray:
+        """The score of every position where the template fits inside ``screen``."""
+        rows, cols = screen.shape
+        if rows < self.height or cols < self.width:
+            raise ValueError(
+                f"the template ({self.width}x{self.height}) is larger than the searched "
+                f"area ({cols}x{rows})"
+            )
+        shape = (rows, cols)
+        if shape not in self._spectra:
+            flipped = self._zero_mean[::-1, ::-1]
+            self._spectra[shape] = np.fft.rfft2(flipped, s=shape)
+        full = np.fft.irfft2(np.fft.rfft2(screen) * self._spectra[shape], s=shape)
+        numerator = full[self.height - 1 :, self.width - 1 :]
+        count = self.height * self.width
+        sums = _window_sums(_integral(screen), self.height, self.width)
+        squares = _window_sums(_integral(screen**2), self.height, self.width)
+        variance = np.maximum(squares - sums**2 / count, 0.0)
+        flat = variance < _MIN_VARIANCE * count
+        denominator = np.sqrt(np.where(flat, 1.0, variance) * self._energy)
+        return np.where(flat, 0.0, np.clip(numerator / denominator, -1.0, 1.0))
+
+    def best(self, screen: ImageLike, region: Region | None = None) -> Box:
+        """The best-scoring box on ``screen`` (within ``region`` = x, y, width, height)."""
+        grey = to_grey(screen)
+        left, top = 0, 0
+        if region is not None:
+            left, top, width, height = _check_region(region, grey.shape)
+            grey = grey[top : top + height, left : left + width]
+        scores = self.scores(grey)
+        row, col = np.unravel_index(int(np.argmax(scores)), scores.shape)
+        return Box(
+            left + int(col), top + int(row), self.width, self.height, float(scores[row, col])
+        )
+
+
+def _check_region(region: Region, shape: tuple[int, ...]) -> Region:
+    x, y, width, height = region
+    if width <= 0 or height <= 0 or x < 0 or y < 0 or x + width > shape[1] or y + height > shape[0]:
+        raise ValueError(
+            f"region {region} (x, y, width, height) is not inside the {shape[1]}x{shape[0]} screen"
+        )
+    return region
+
+
+def find(
+    template: ImageLike | TemplateMatcher,
+    screenshot: ImageLike,
+    region: Region | None = None,
+    threshold: float = 0.9,
+) -> Box | None:
+    """The best match of ``template`` on ``screenshot`` if its score reaches ``threshold``."""
+    matcher = template if isinstance(template, TemplateMatcher) else TemplateMatcher(template)
+    box = matcher.best(screenshot, region)
+    return box if box.score >= threshold else None
+
+
+class EventSource(Protocol):
+    """Anything with ``subscribe(callback) -> unsubscribe`` (the facade's ``guest.events``)."""
+
+    def subscribe(self, callback: Callable[[Any], Any]) -> Callable[[], None]: ...
+
+
+Screenshot = Callable[[], "Awaitable[Image.Image] | Image.Image"]
+
+
+async def wait_for_image(
+    screenshot_fn: Screenshot,
+    template: ImageLike,
+    timeout: float = 10.0,
+    region: Region | None = None,
+    threshold: float = 0.9,
+    events: EventSource | None = None,
+) -> Box:
+    """Take screenshots until ``template`` shows (score >= ``threshold``); return its box.
+
+    :raise ImageNotFound: after ``timeout`` seconds, with the best score seen and the
+        last screenshot saved to a temporary PNG named in the message.
+    """
+    matcher = TemplateMatcher(template)
+    screen_changed = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_event(event: Any) -> None:
+        kind = getattr(event, "event_type", "")
+        if str(getattr(kind, "value", kind)).startswith("gui_"):
+            loop.call_soon_threadsafe(screen_changed.set)
+
+    unsubscribe = events.subscribe(on_event) if events is not None else None
+    try:
+        return await _watch(screenshot_fn, matcher, timeout, region, threshold, screen_changed)
+    finally:
+        if unsubscribe is not None:
+            unsubscribe()
+
+
+async def _watch(
+    screenshot_fn: Screenshot,
+    matcher: TemplateMatcher,
+    timeout: float,
+    region: Region | None,
+    threshold: float,
+    screen_changed: asyncio.Event,
+) -> Box:
+    deadline = time.monotonic() + timeout
+    delay, last_digest, best, checks = FIRST_DELAY, b"", None, 0
+    screen: Image.Image | None = None
+    while True:
+        screen_changed.clear()
+        taken = screenshot_fn()
+        screen = await taken if inspect.isawaitable(taken) else taken
+        digest = hashlib.blake2b(screen.tobytes(), digest_size=16).digest()
+        if digest != last_digest:  # an unchanged screen cannot match now either
+            checks += 1
+            box = await asyncio.to_thread(matcher.best, screen, region)
+            if box.score >= threshold:
+                return box
+            best = box if best is None or box.score > best.score else best
+            delay, last_digest = FIRST_DELAY, digest
+        else:
+            delay = min(delay * DELAY_GROWTH, MAX_DELAY)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _not_found(matcher, timeout, threshold, best, checks, screen)
+        try:
+            await asyncio.wait_for(screen_changed.wait(), min(delay, remaining))
+        except asyncio.TimeoutError:
+            pass
+
+
+def _not_found(
+    matcher: TemplateMatcher,
+    timeout: float,
+    threshold: float,
+    best: Box | None,
+    checks: int,
+    screen: Image.Image | None,
+) -> ImageNotFound:
+    path: Path | None = None
+    if screen is not None:
+        handle, name = tempfile.mkstemp(prefix="adare-wait-for-image-", suffix=".png")
+        os.close(handle)
+        path = Path(name)
+        screen.save(path)
+    near = f"best score {best.score:.3f} at ({best.x}, {best.y})" if best else "no screen checked"
+    return ImageNotFound(
+        f"template ({matcher.width}x{matcher.height}) not found on screen within {timeout:.1f} s "
+        f"({near}, threshold {threshold}; {checks} distinct screens checked); "
+        f"last screenshot saved to {path}",
+        screen,
+        path,
+    )
