@@ -221,8 +221,11 @@ def is_large_message(msg: Message) -> bool:
     )
 
 
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def _iter_value(value: Any, depth: int) -> Iterator[str]:
@@ -290,9 +293,11 @@ def parse_message(raw: str | bytes | Mapping[str, Any], *, max_size: int | None 
 
 
 def _decode_json(raw: str | bytes, max_size: int | None) -> Any:
-    size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
-    if max_size is not None and size > max_size:
-        raise ProtocolError(f"message of {size} bytes exceeds the limit of {max_size} bytes")
+    if max_size is not None and len(raw) * (1 if isinstance(raw, bytes) else 4) > max_size:
+        # Only now pay for measuring the UTF-8 size (a str has at most 4 bytes a char).
+        size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
+        if size > max_size:
+            raise ProtocolError(f"message of {size} bytes exceeds the limit of {max_size} bytes")
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:

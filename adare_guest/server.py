@@ -30,7 +30,7 @@ from websockets.http11 import Request, Response
 
 from adare_guest import __version__
 from adare_guest.config import AgentConfig
-from adare_guest.identity import agent_identity
+from adare_guest.identity import agent_identity, bundle_hash
 from adare_guest.protocol import (
     MAX_HOST_MESSAGE,
     Connect,
@@ -150,8 +150,9 @@ class ChainTools(ToolGroup):
                 sub = ctx.derive(bound.name, min(budget, ctx.remaining()))
                 try:
                     result = await asyncio.wait_for(bound.func(sub, **checked), limit)
-                finally:
-                    sub.kill_processes()
+                except BaseException:
+                    sub.kill_processes()  # timed out, crashed or cancelled: no leftovers
+                    raise
                 step.update(success=True, result=result, error=None)
             except ParamError as exc:
                 step["error"] = str(exc)
@@ -216,6 +217,7 @@ class AdareVMServer:
             last_error = last_error[:297] + "..."
         return {
             "version": __version__,
+            "bundle_hash": bundle_hash(),
             "listen": f"{host}:{port}",
             "listening": self.listening,
             "uptime": round(self.state.uptime(), 3),

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import weakref
 from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -135,6 +136,8 @@ class Machine:
         """Where the Unix sockets live (short: socket paths are limited to ~107 bytes)."""
         if self._socket_dir is None:
             self._socket_dir = Path(tempfile.mkdtemp(prefix=f"adare-{self.name[:16]}-"))
+            # Also removed when the Machine is dropped (or at exit) without shutdown().
+            weakref.finalize(self, shutil.rmtree, self._socket_dir, True)
         return self._socket_dir
 
     @property

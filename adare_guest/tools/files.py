@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -32,6 +32,8 @@ MAX_CHUNK_SIZE = 64 * 1024 * 1024
 HASH_BLOCK = 1024 * 1024
 SKIPPED_ROOTS = ("/proc", "/sys", "/dev", "/run")
 MAX_REPORTED_ERRORS = 1000
+STOP_CHECK_EVERY = 256
+"""Entries walked between two checks of the deadline and cancellation."""
 IS_WINDOWS = sys.platform == "win32"
 
 
@@ -75,13 +77,16 @@ def file_type(mode: int) -> str:
     return "other"
 
 
-def sha256_file(path: str, cancelled: threading.Event | None = None) -> str:
-    """Hex sha256 of a file's content, read in 1 MiB blocks (stops when ``cancelled``)."""
+def sha256_file(path: str, stop: Callable[[], bool] | None = None) -> str:
+    """Hex sha256 of a file's content, read in 1 MiB blocks.
+
+    :raise TimeoutError: ``stop()`` became true between two blocks.
+    """
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(HASH_BLOCK):
-            if cancelled is not None and cancelled.is_set():
-                raise TimeoutError("cancelled while hashing")
+            if stop is not None and stop():
+                raise TimeoutError(f"stopped while hashing {path}")
             digest.update(block)
     return digest.hexdigest()
 
@@ -381,7 +386,7 @@ def _entry_meta(walk: _Walk, path: str, st: os.stat_result) -> dict[str, Any]:
             walk.error(path, exc)
     elif kind == "file" and walk.with_hash:
         try:
-            meta["sha256"] = sha256_file(path, walk.cancelled)
+            meta["sha256"] = sha256_file(path, walk.stopped)
         except OSError as exc:
             walk.error(path, exc)
         except TimeoutError:
@@ -400,11 +405,13 @@ def walk_tree(walk: _Walk) -> None:
     filtering = bool(walk.exclude)
     skip_roots = () if IS_WINDOWS else tuple(p for p in SKIPPED_ROOTS if p != walk.root)
     stack = [walk.root]
+    seen = 0
     while stack:
-        if walk.stopped():
-            return
         directory = stack.pop()
         for path, st, is_dir in _scan(walk, directory):
+            seen += 1
+            if seen % STOP_CHECK_EVERY == 0 and walk.stopped():
+                return
             if path in skip_roots or (filtering and walk.excluded(path, os.path.basename(path))):
                 continue
             snapshot[path] = _entry_meta(walk, path, st)

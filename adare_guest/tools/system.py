@@ -138,6 +138,9 @@ def _tempdir() -> str:
 class SystemTools(ToolGroup):
     """Shell commands and facts about the guest."""
 
+    python_executable: str = sys.executable
+    """The interpreter ``install_dependencies`` installs into: the agent's own."""
+
     @tool(timeout=DEFAULT_SHELL_TIMEOUT)
     async def execute_shell(
         self,
@@ -290,13 +293,14 @@ class SystemTools(ToolGroup):
             return {"status": "error", "message": f"not a requirement (options refused): {bad}"}
         if not deps:
             return {"status": "success", "message": "nothing to install", "installed": []}
-        argv = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check"]
+        python = self.python_executable
+        argv = [python, "-m", "pip", "install", "--disable-pip-version-check"]
         argv += ["--prefer-binary"] if prefer_binary else []
-        probe = await _run_captured(ctx, [sys.executable, "-m", "pip", "--version"], 60)
+        probe = await _run_captured(ctx, [python, "-m", "pip", "--version"], 60)
         if probe[0] != 0:
             return {
                 "status": "error",
-                "message": f"pip is not available for {sys.executable} "
+                "message": f"pip is not available for {python} "
                 f"({_decode(probe[2]).strip()[-200:]}); install python3-pip in the guest",
             }
         await ctx.emit(EventType.PROGRESS, {"message": f"installing {len(deps)} packages"})

@@ -42,6 +42,8 @@ class AgentSpec:
     bundle_hash: str | None = None
     run_dir: str = "/adare/run"
     fw_cfg: bool = False
+    initrd_handoff: bool = False
+    """The image's initrd takes ``/handoff/{config.json,bundle.pyz}`` (see ``handoff_initrd``)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,7 @@ def _agent_from(fields: _Fields) -> AgentSpec:
         bundle_hash=agent.get("bundle_hash", str, None),
         run_dir=agent.get("run_dir", str, AgentSpec.run_dir),
         fw_cfg=agent.get("fw_cfg", bool, False),
+        initrd_handoff=agent.get("initrd_handoff", bool, False),
     )
 
 

@@ -48,6 +48,11 @@ def _write_random(path: Path, size: int) -> str:
     return digest.hexdigest()
 
 
+def _touch(path: Path) -> Path:
+    path.touch()
+    return path
+
+
 def _sha256_of(name: str) -> str:
     with open(os.fsencode(name), "rb") as handle:
         return hashlib.sha256(handle.read()).hexdigest()
@@ -313,6 +318,16 @@ async def test_snapshot_honours_its_timeout(client: Any) -> None:
     assert time.monotonic() - started < 5
     assert result["status"] == "error" and result["complete"] is False
     assert "timed out after 0.05 s" in result["message"]
+
+
+async def test_snapshot_hashing_stops_at_the_deadline(client: Any, tmp_path: Path) -> None:
+    os.truncate(_touch(tmp_path / "sparse"), 8 * 1024 * MIB)  # hashing it takes seconds
+    started = time.monotonic()
+    result = await client.ok(
+        "get_filesystem_snapshot", root_path=str(tmp_path), hash=True, timeout=0.3
+    )
+    assert time.monotonic() - started < 4
+    assert result["status"] == "error" and result["complete"] is False
 
 
 async def test_snapshot_stays_on_one_filesystem_when_asked(client: Any, tmp_path: Path) -> None:

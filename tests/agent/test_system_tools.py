@@ -225,6 +225,12 @@ def _tiny_wheel(directory: Path, name: str) -> Path:
     return wheel
 
 
+def _make_venv_without_pip(path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120
+    )
+
+
 def _python_output(code: str) -> str:
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
@@ -259,3 +265,27 @@ async def test_install_dependencies_refuses_options_and_handles_nothing(client: 
     assert refused["status"] == "error" and "options refused" in refused["message"]
     empty = await client.ok("install_dependencies", dependencies=[])
     assert empty == {"status": "success", "message": "nothing to install", "installed": []}
+
+
+async def test_install_dependencies_says_so_when_pip_is_missing(
+    tmp_path: Path, agent_config: AgentConfig, strict_client_class: Any
+) -> None:
+    from websockets.asyncio.client import connect
+
+    from adare_guest.tools.system import SystemTools
+
+    _make_venv_without_pip(tmp_path / "venv")
+
+    class NoPipSystemTools(SystemTools):
+        python_executable = str(tmp_path / "venv" / "bin" / "python")
+
+    server = AdareVMServer(agent_config, groups=[NoPipSystemTools])
+    _host, port = await server.start()
+    client = strict_client_class(await connect(f"ws://127.0.0.1:{port}", max_size=None))
+    try:
+        result = await client.ok("install_dependencies", dependencies=["anything"])
+    finally:
+        await client.close()
+        await server.stop()
+    assert result["status"] == "error"
+    assert "pip is not available" in result["message"] and "python3-pip" in result["message"]

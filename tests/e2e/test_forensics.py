@@ -119,10 +119,11 @@ def test_guest_test_functions_report_each_verdict(guest: Guest, tmp_path: Path) 
     (tmp_path / "checks").mkdir()
     (tmp_path / "checks" / "checks.py").write_text(CHECKS)
     guest.upload_testfunctions(tmp_path / "checks")
+    guest.shell("printf xyz > /tmp/tf-content").check()
     outcomes = {
         name: guest.run_test(f"checks.{name}", **params)
         for name, params in {
-            "passes": {"path": f"{ROOT}/same"},
+            "passes": {"path": "/tmp/tf-content"},
             "fails": {},
             "breaks": {},
             "hangs": {},

@@ -155,30 +155,32 @@ def _qemu_descendants(pid: int) -> set[int]:
 def test_sigkill_of_pytest_leaves_no_qemu(pytester: pytest.Pytester, test_image: str) -> None:
     ready = pytester.path / "vm-is-up"
     pytester.makepyfile(
-        f"""
+        """
         import time
-import xml.etree.ElementTree as ET
         from pathlib import Path
 
         def test_waits(guest):
-            Path({str(ready)!r}).write_text("up")
+            Path(READY).write_text("up")
             time.sleep(300)
-        """
+        """.replace("READY", repr(str(ready)))
     )
-    inner = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-         f"--adare-vm={test_image}"], cwd=pytester.path,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    output = pytester.path / "inner-output.txt"
+    with output.open("wb") as sink:
+        inner = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+             f"--adare-vm={test_image}"], cwd=pytester.path, stdout=sink,
+            stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + INNER_TIMEOUT
         while not ready.exists():
-            assert inner.poll() is None, "inner pytest ended before its VM was up"
+            assert inner.poll() is None, f"inner pytest ended early:\n{output.read_text()}"
             assert time.monotonic() < deadline, "inner VM not up within the bound"
             time.sleep(0.5)
         qemus = _qemu_descendants(inner.pid)
         assert qemus, "no QEMU child of the inner pytest found"
     finally:
-        os.kill(inner.pid, signal.SIGKILL)
+        if inner.poll() is None:
+            os.kill(inner.pid, signal.SIGKILL)
         inner.wait(timeout=30)
     deadline = time.monotonic() + 30
     while any(Path(f"/proc/{pid}").exists() for pid in qemus):

@@ -25,6 +25,16 @@ if ! mount -t ext4 -o rw "$root" /newroot; then
     echo "adare-initrd: cannot mount the root disk $root; dropping to a shell"
     exec sh
 fi
+# Per-VM files the host appended to this initrd (fast: the firmware loads it by DMA).
+if [ -f /handoff/config.json ]; then
+    mkdir -p /newroot/adare/run
+    cp /handoff/config.json /newroot/adare/run/config.json
+    echo "adare-initrd: config.json from the initrd"
+fi
+if [ -f /handoff/bundle.pyz ]; then
+    cp /handoff/bundle.pyz /newroot/adare/agent/bundle.pyz
+    echo "adare-initrd: agent bundle from the initrd"
+fi
 umount /proc /sys
 mount --move /dev /newroot/dev
 echo "adare-initrd: root $root mounted, starting $init"
