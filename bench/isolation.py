@@ -22,14 +22,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-TEST_FILE = '''
+TEST_FILE = """
 import pytest
 
 @pytest.mark.parametrize("n", range({count}))
 def test_leaves_a_file(guest, n):
     assert guest.shell("ls /dev/shm/adare-bench-* 2>/dev/null").stdout == ""
     guest.shell(f"echo {{n}} > /dev/shm/adare-bench-{{n}}").check()
-'''
+"""
 
 CLEAN_TIME = re.compile(r"([0-9.]+) s$")
 
@@ -42,16 +42,33 @@ def run_mode(image: str, mode: str, count: int, workdir: Path) -> dict[str, Any]
     junit = folder / "junit.xml"
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--adare-vm={image}",
-         f"--adare-isolation={mode}", f"--junitxml={junit}", str(folder)],
-        capture_output=True, text=True, cwd=folder, check=False, timeout=3600,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--adare-vm={image}",
+            f"--adare-isolation={mode}",
+            f"--junitxml={junit}",
+            str(folder),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        check=False,
+        timeout=3600,
     )
     total = time.monotonic() - started
     if done.returncode != 0:
         raise SystemExit(f"{mode} run failed:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
-    times = [float(m.group(1)) for prop in ET.parse(junit).iter("property")
-             if prop.get("name") == "adare_clean_state"
-             and (m := CLEAN_TIME.search(prop.get("value", "")))]
+    times = [
+        float(m.group(1))
+        for prop in ET.parse(junit).iter("property")
+        if prop.get("name") == "adare_clean_state"
+        and (m := CLEAN_TIME.search(prop.get("value", "")))
+    ]
     per_test = times[1:] if mode == "snapshot" else times  # the first one is the save
     return {
         "tests": count,
@@ -74,15 +91,21 @@ def main() -> None:
         reboot = run_mode(args.image, "reboot", args.tests, Path(tmp))
     snap_median = snapshot["clean_state_seconds"]["median"]
     reboot_median = reboot["clean_state_seconds"]["median"]
-    print(json.dumps({
-        "benchmark": "per-test clean state",
-        "image": args.image,
-        "snapshot": snapshot,
-        "reboot": reboot,
-        "per_test_speedup": round(reboot_median / snap_median, 1)
-        if snap_median and reboot_median else None,
-        "file_total_speedup": round(reboot["total_seconds"] / snapshot["total_seconds"], 1),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "per-test clean state",
+                "image": args.image,
+                "snapshot": snapshot,
+                "reboot": reboot,
+                "per_test_speedup": round(reboot_median / snap_median, 1)
+                if snap_median and reboot_median
+                else None,
+                "file_total_speedup": round(reboot["total_seconds"] / snapshot["total_seconds"], 1),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

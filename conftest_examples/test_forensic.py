@@ -6,12 +6,16 @@ from pytest_adare.guest import Guest
 
 
 def test_create_modify_delete_shows_in_the_diff(guest: Guest, adare_artifacts: Path) -> None:
-    guest.shell("mkdir -p /home/user && echo draft > /home/user/notes.txt "
-                "&& echo keep > /home/user/report.txt && echo trash > /home/user/old.txt").check()
+    guest.shell(
+        "mkdir -p /home/user && echo draft > /home/user/notes.txt "
+        "&& echo keep > /home/user/report.txt && echo trash > /home/user/old.txt"
+    ).check()
     before = guest.fs_snapshot("/home", hash=True)
 
-    guest.shell("echo secret > /home/user/new.txt && echo final >> /home/user/notes.txt "
-                "&& rm /home/user/old.txt").check()
+    guest.shell(
+        "echo secret > /home/user/new.txt && echo final >> /home/user/notes.txt "
+        "&& rm /home/user/old.txt"
+    ).check()
     diff = guest.fs_snapshot("/home", hash=True).diff(before)
 
     assert diff.created == {"/home/user/new.txt"}

@@ -1,8 +1,7 @@
 """Two VMs in one test: the session VM and one more from the factory."""
 
-from pytest_adare.vm import VM
-
 from pytest_adare.fixtures import VMFactory
+from pytest_adare.vm import VM
 
 
 def test_two_guests_are_separate_machines(adare_vm: VM, adare_vm_factory: VMFactory) -> None:

@@ -44,11 +44,13 @@ ARTIFACTS_ROOT_KEY = pytest.StashKey[Path]()
 
 
 @pytest.fixture(scope="session")
-def _adare_artifacts_root(pytestconfig: pytest.Config,
-                          tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _adare_artifacts_root(
+    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """``--adare-artifacts`` or, by default, ``adare-artifacts`` under pytest's base temp."""
     root = adare_options(pytestconfig).artifacts or (
-        tmp_path_factory.getbasetemp() / "adare-artifacts")
+        tmp_path_factory.getbasetemp() / "adare-artifacts"
+    )
     pytestconfig.stash[ARTIFACTS_ROOT_KEY] = root
     return root
 
@@ -84,8 +86,7 @@ class ProgressPrinter:
 
 def _keep_decision(config: pytest.Config) -> Callable[[PooledVM], bool]:
     mode = adare_options(config).keep
-    return lambda pooled: mode == "always" or (mode == "on-failure" and bool(
-        pooled.failed_tests))
+    return lambda pooled: mode == "always" or (mode == "on-failure" and bool(pooled.failed_tests))
 
 
 @pytest.fixture(scope="session")
@@ -111,13 +112,26 @@ def _marker_request(request: pytest.FixtureRequest) -> VMRequest:
         pytest.fail(str(error), pytrace=False)
 
 
+class SessionVM:
+    """The session VM as the pool holds it now: a ``reboot`` isolation restart replaces
+    the VM underneath, and this view follows (attributes are those of ``VM``)."""
+
+    def __init__(self, pooled: PooledVM) -> None:
+        self._pooled = pooled
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pooled.vm, name)
+
+
 @pytest.fixture(scope="session")
 def adare_vm(_adare_pool: VMPool, pytestconfig: pytest.Config) -> VM:
     """The session's VM (one per xdist worker), configured by the ``--adare-*`` options.
 
     Booted once; tests that use ``guest`` without a marker share it.
     """
-    return _adare_pool.get(session_request(adare_options(pytestconfig))).vm
+    pooled = _adare_pool.get(session_request(adare_options(pytestconfig)))
+    view: VM = SessionVM(pooled)  # type: ignore[assignment]
+    return view
 
 
 @pytest.hookimpl(wrapper=True)
@@ -171,6 +185,7 @@ class LoopBridge:
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._target, name)
         if inspect.iscoroutinefunction(value):
+
             @functools.wraps(value)
             async def on_shared_loop(*args: Any, **kwargs: Any) -> Any:
                 future = shared_loop().submit(value(*args, **kwargs))
@@ -243,7 +258,8 @@ def adare_vm_factory(request: pytest.FixtureRequest, _adare_pool: VMPool) -> Ite
         yield factory
     finally:
         request.config.stash[KEEP_HINTS_KEY].extend(
-            factory.close_all(_keep_decision(request.config)))
+            factory.close_all(_keep_decision(request.config))
+        )
 
 
 @pytest.fixture

@@ -244,12 +244,17 @@ def describe_changes(
     """Lines ``+ path``, ``- path``, ``~ path: fields``, at most ``limit`` per group."""
     lines: list[str] = []
     groups: list[tuple[str, list[str]]] = [
-        ("+", [f"{p}  ({describe_entry(diff.after_entries.get(p))})" for p in sorted(created)]),
-        ("-", [f"{p}  ({describe_entry(diff.before_entries.get(p))})" for p in sorted(deleted)]),
+        ("+", [_with_entry(p, diff.after_entries.get(p)) for p in sorted(created)]),
+        ("-", [_with_entry(p, diff.before_entries.get(p)) for p in sorted(deleted)]),
         ("~", [f"{p}: {describe_fields(f)}" for p, f in sorted(modified.items())]),
     ]
     for sign, items in groups:
-        lines += [f"  {sign} {item.replace('  ()', '')}" for item in items[:limit]]
+        lines += [f"  {sign} {item}" for item in items[:limit]]
         if len(items) > limit:
             lines.append(f"  {sign} ... and {len(items) - limit} more")
     return lines
+
+
+def _with_entry(path: str, entry: Entry | None) -> str:
+    described = describe_entry(entry)
+    return f"{path}  ({described})" if described else path

@@ -31,16 +31,19 @@ from PIL import Image
 
 from pytest_adare.connection import AgentConnection, EventCallback
 from pytest_adare.errors import GuestCommandFailed, ToolError
+from pytest_adare.evidence import pull_changed
 from pytest_adare.fs_snapshot import FsDiff, FsSnapshot
+from pytest_adare.image_match import Box, ImageLike, Region, wait_for_image
 from pytest_adare.loop_thread import shared_loop
+from pytest_adare.testfunction_upload import zip_collection
 
 T = TypeVar("T")
 ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(bytes_done, bytes_total)`` during a file transfer."""
 
-PULL_CHUNK = 1024 * 1024
+PULL_CHUNK = 4 * 1024 * 1024
 PUSH_CHUNK = 4 * 1024 * 1024  # 5.4 MiB as base64: well under the 16 MiB message limit
-PULL_WINDOW = 4  # chunk requests in flight at once
+PULL_WINDOW = 2  # chunk requests in flight at once (guest memory: ~12 MiB each)
 
 
 @dataclass(frozen=True)
@@ -425,11 +428,22 @@ class AsyncGuest:
         else:
             await self._checked("scroll", direction=direction, amount=amount)
 
-    async def wait_for_image(self, template: Any, **options: Any) -> Any:
-        """Wait until ``template`` shows on screen (see :mod:`pytest_adare.image_match`)."""
-        from pytest_adare.image_match import wait_for_image
+    async def wait_for_image(
+        self,
+        template: ImageLike,
+        timeout: float = 10.0,
+        region: Region | None = None,
+        threshold: float = 0.9,
+    ) -> Box:
+        """Take screenshots until ``template`` shows; its :class:`Box` on the screen.
 
-        return await wait_for_image(self.screenshot, template, **options)
+        GUI events of the agent wake the matcher early (see :mod:`pytest_adare.image_match`).
+
+        :raise ImageNotFound: after ``timeout`` s, naming the best score and a saved screenshot.
+        """
+        return await wait_for_image(
+            self.screenshot, template, timeout, region, threshold, events=self.events
+        )
 
     # -- forensics --------------------------------------------------------------------
 
@@ -463,16 +477,12 @@ class AsyncGuest:
 
     async def pull_changed(self, diff: FsDiff, dest: str | os.PathLike[str]) -> list[Path]:
         """Copy created and modified files to ``dest/<guest path>`` (contained under dest)."""
-        from pytest_adare.evidence import pull_changed
-
         return await pull_changed(self, diff, Path(dest))
 
     # -- guest test functions ---------------------------------------------------------
 
     async def upload_testfunctions(self, directory: str | os.PathLike[str]) -> dict[str, Any]:
         """Zip the collection ``directory`` (``D/D.py``) and upload it to the agent."""
-        from pytest_adare.testfunction_upload import zip_collection
-
         data = base64.b64encode(zip_collection(Path(directory))).decode("ascii")
         return await self._checked("upload_testfunctions", testfunctions_data=data)
 
@@ -597,8 +607,8 @@ class Guest:
         """Scroll ``amount`` steps in ``direction``."""
         _run(self.aio.scroll(direction, amount))
 
-    def wait_for_image(self, template: Any, **options: Any) -> Any:
-        """Wait until ``template`` shows on screen."""
+    def wait_for_image(self, template: ImageLike, **options: Any) -> Box:
+        """Wait until ``template`` shows on screen; see :meth:`AsyncGuest.wait_for_image`."""
         return _run(self.aio.wait_for_image(template, **options))
 
     def fs_snapshot(self, root: str = "/", **options: Any) -> FsSnapshot:

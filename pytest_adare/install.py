@@ -20,7 +20,7 @@ import ntpath
 import posixpath
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,7 +167,10 @@ class InstallReport:
         return f"{self.action} ({had}; firewall: {self.firewall})"
 
 
-async def _run(qga: AsyncQGAClient, argv: list[str], timeout: float = 60.0) -> tuple[int, str, str]:
+async def qga_run(
+    qga: AsyncQGAClient, argv: Sequence[str], timeout: float = 60.0
+) -> tuple[int, str, str]:
+    """Run ``argv`` in the guest over QGA: (exit code, stdout, stderr) as text."""
     result = await qga.exec(argv, timeout=timeout)
     return (
         result.exitcode,
@@ -183,14 +186,14 @@ async def open_firewall(qga: AsyncQGAClient, layout: GuestLayout) -> str:
             "New-NetFirewallRule -DisplayName 'adare agent' -Direction Inbound "
             f"-Protocol TCP -LocalPort {AGENT_PORT} -Action Allow | Out-Null"
         )
-        code, _, err = await _run(qga, ["powershell", "-NoProfile", "-Command", rule])
+        code, _, err = await qga_run(qga, ["powershell", "-NoProfile", "-Command", rule])
         return "rule added" if code == 0 else f"New-NetFirewallRule failed: {err.strip()[:200]}"
     # Not --permanent: only firewalld's runtime state changes, nothing on disk.
     script = (
         "command -v firewall-cmd >/dev/null 2>&1 || { echo absent; exit 0; }; "
         f"firewall-cmd --add-port={AGENT_PORT}/tcp"
     )
-    code, out, err = await _run(qga, ["/bin/sh", "-c", script])
+    code, out, err = await qga_run(qga, ["/bin/sh", "-c", script])
     text = (out + err).strip()
     if text == "absent":
         return "no firewall-cmd"
@@ -203,7 +206,7 @@ async def open_firewall(qga: AsyncQGAClient, layout: GuestLayout) -> str:
 
 async def installed_identity(qga: AsyncQGAClient, layout: GuestLayout) -> dict[str, Any] | None:
     """The identity of the agent bundle already in the guest, or None when there is none."""
-    code, out, _ = await _run(qga, [layout.python, "-c", IDENTITY_SCRIPT, layout.bundle_path])
+    code, out, _ = await qga_run(qga, [layout.python, "-c", IDENTITY_SCRIPT, layout.bundle_path])
     if code != 0:
         return None
     try:
@@ -217,7 +220,7 @@ async def stop_agent(qga: AsyncQGAClient, layout: GuestLayout) -> None:
     """Stop agents started from our bundle path (a re-install replaces them)."""
     if layout.os == "windows":
         return  # started fresh each boot; a running one keeps its port (documented)
-    await _run(qga, [layout.python, "-c", STOP_SCRIPT, layout.bundle_path])
+    await qga_run(qga, [layout.python, "-c", STOP_SCRIPT, layout.bundle_path])
 
 
 async def start_agent(qga: AsyncQGAClient, layout: GuestLayout) -> None:
@@ -234,7 +237,7 @@ async def start_agent(qga: AsyncQGAClient, layout: GuestLayout) -> None:
         f"cd '{layout.run_dir}' && nohup setsid {layout.python} '{layout.bundle_path}' "
         f"'{layout.run_dir}' > '{layout.output_path}' 2>&1 < /dev/null &"
     )
-    code, _, err = await _run(qga, ["/bin/sh", "-c", command])
+    code, _, err = await qga_run(qga, ["/bin/sh", "-c", command])
     if code != 0:
         raise QGAError(f"could not start the agent in the guest: {err.strip()[:300]}")
 
@@ -245,7 +248,7 @@ async def _make_dirs(qga: AsyncQGAClient, layout: GuestLayout) -> None:
         argv = ["powershell", "-NoProfile", "-Command", command]
     else:
         argv = ["mkdir", "-p", layout.agent_dir, layout.run_dir]
-    code, _, err = await _run(qga, argv)
+    code, _, err = await qga_run(qga, argv)
     if code != 0:
         raise QGAError(f"could not create {layout.agent_dir} in the guest: {err.strip()[:300]}")
 
@@ -256,7 +259,7 @@ async def _replace_file(qga: AsyncQGAClient, layout: GuestLayout, source: str, t
         argv = ["powershell", "-NoProfile", "-Command", command]
     else:
         argv = ["mv", "-f", source, target]
-    code, _, err = await _run(qga, argv)
+    code, _, err = await qga_run(qga, argv)
     if code != 0:
         raise QGAError(f"could not move {source} to {target} in the guest: {err.strip()[:300]}")
 

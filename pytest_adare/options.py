@@ -51,23 +51,49 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "that need a VM are skipped.",
         metavar="IMAGE",
     ),
-    OptionSpec("accel", "QEMU accelerator (default: auto = KVM when usable, else TCG)",
-               ACCELS, "auto"),
-    OptionSpec("memory", "guest memory in MiB, or with a unit: 512M, 2G (default: the image's)",
-               metavar="SIZE"),
+    OptionSpec(
+        "accel", "QEMU accelerator (default: auto = KVM when usable, else TCG)", ACCELS, "auto"
+    ),
+    OptionSpec(
+        "memory",
+        "guest memory in MiB, or with a unit: 512M, 2G (default: the image's)",
+        metavar="SIZE",
+    ),
     OptionSpec("cpus", "number of guest CPUs (default: the image's)", metavar="N"),
-    OptionSpec("isolation", "clean state per test: snapshot restores the saved ready state, "
-               "reboot restarts the VM, none reuses it as the last test left it "
-               "(default: snapshot)", ISOLATIONS, "snapshot"),
-    OptionSpec("transport", "agent link: websocket over QEMU user networking, or serial "
-               "(the DV serial link; the VM gets no network card) (default: websocket)",
-               TRANSPORTS, "websocket"),
-    OptionSpec("gui", "GUI actions through the in-guest agent or host-side QMP input and "
-               "screendump (default: agent)", GUI_MODES, "agent"),
-    OptionSpec("artifacts", "directory for failure evidence, one sub-directory per test "
-               "(default: adare-artifacts under pytest's base temp dir)", metavar="DIR"),
-    OptionSpec("keep", "keep a VM's disk overlay for a look afterwards (default: never)",
-               KEEP_MODES, "never"),
+    OptionSpec(
+        "isolation",
+        "clean state per test: snapshot restores the saved ready state, "
+        "reboot restarts the VM, none reuses it as the last test left it "
+        "(default: snapshot)",
+        ISOLATIONS,
+        "snapshot",
+    ),
+    OptionSpec(
+        "transport",
+        "agent link: websocket over QEMU user networking, or serial "
+        "(the DV serial link; the VM gets no network card) (default: websocket)",
+        TRANSPORTS,
+        "websocket",
+    ),
+    OptionSpec(
+        "gui",
+        "GUI actions through the in-guest agent or host-side QMP input and "
+        "screendump (default: agent)",
+        GUI_MODES,
+        "agent",
+    ),
+    OptionSpec(
+        "artifacts",
+        "directory for failure evidence, one sub-directory per test "
+        "(default: adare-artifacts under pytest's base temp dir)",
+        metavar="DIR",
+    ),
+    OptionSpec(
+        "keep",
+        "keep a VM's disk overlay for a look afterwards (default: never)",
+        KEEP_MODES,
+        "never",
+    ),
 )
 
 
@@ -82,7 +108,15 @@ MARKER_DOC = (
 )
 
 MARKER_KEYS = (
-    "image", "gui", "os", "memory", "cpus", "accel", "isolation", "transport", "network",
+    "image",
+    "gui",
+    "os",
+    "memory",
+    "cpus",
+    "accel",
+    "isolation",
+    "transport",
+    "network",
 )
 
 
@@ -121,8 +155,15 @@ class VMRequest:
 
     @property
     def vm_key(self) -> tuple[Any, ...]:
-        return (self.image, self.accel, self.memory_mib, self.cpus, self.transport,
-                self.network, self.gui_mode)
+        return (
+            self.image,
+            self.accel,
+            self.memory_mib,
+            self.cpus,
+            self.transport,
+            self.network,
+            self.gui_mode,
+        )
 
     def describe(self) -> str:
         """Short text naming the VM configuration, for progress lines and errors."""
@@ -141,10 +182,12 @@ def register_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("adare", "pytest-adare: QEMU guest VMs as fixtures")
     for spec in OPTION_SPECS:
         choices = f" ({'|'.join(spec.choices)})" if spec.choices else ""
-        group.addoption(spec.flag, dest=spec.ini, default=None, metavar=spec.metavar,
-                        help=spec.help + choices)
-        parser.addini(spec.ini, f"{spec.flag} as an ini key: {spec.help}", type="string",
-                      default="")
+        group.addoption(
+            spec.flag, dest=spec.ini, default=None, metavar=spec.metavar, help=spec.help + choices
+        )
+        parser.addini(
+            spec.ini, f"{spec.flag} as an ini key: {spec.help}", type="string", default=""
+        )
 
 
 def parse_memory(value: str | int, source: str) -> int:
@@ -158,12 +201,14 @@ def parse_memory(value: str | int, source: str) -> int:
         match = re.fullmatch(r"\s*(\d+)\s*([MG])?(?:i?B)?\s*", str(value), re.IGNORECASE)
         if match is None:
             raise pytest.UsageError(
-                f"{source}: expected a memory size in MiB like 1024, 512M or 2G, got {value!r}")
+                f"{source}: expected a memory size in MiB like 1024, 512M or 2G, got {value!r}"
+            )
         number, unit = int(match.group(1)), (match.group(2) or "M").upper()
     mib = number * 1024 if unit == "G" else number
     if mib < 64:
-        raise pytest.UsageError(f"{source}: {mib} MiB is too little memory for a guest "
-                                "(at least 64 MiB)")
+        raise pytest.UsageError(
+            f"{source}: {mib} MiB is too little memory for a guest (at least 64 MiB)"
+        )
     return mib
 
 
@@ -181,8 +226,7 @@ def parse_cpus(value: str | int, source: str) -> int:
 def _choice(value: str, spec: OptionSpec, source: str) -> str:
     assert spec.choices is not None
     if value not in spec.choices:
-        raise pytest.UsageError(
-            f"{source}: {value!r} is not one of {', '.join(spec.choices)}")
+        raise pytest.UsageError(f"{source}: {value!r} is not one of {', '.join(spec.choices)}")
     return value
 
 
@@ -201,9 +245,7 @@ def _raw_value(config: pytest.Config, spec: OptionSpec) -> tuple[str | None, str
 def _image_spec(value: str, base: Path) -> str:
     """Paths are taken relative to where they were given; built-in names stay names."""
     candidate = base / value
-    if "/" in value or value.endswith((".json", ".qcow2", ".img", ".raw")) or (
-        candidate.exists()
-    ):
+    if "/" in value or value.endswith((".json", ".qcow2", ".img", ".raw")) or candidate.exists():
         return str(candidate.resolve())
     return value
 
@@ -238,12 +280,15 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
     """
     kwargs: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     if marker is not None and marker.args:
-        raise ValueError("adare_vm(...) takes keyword arguments only, e.g. "
-                         "@pytest.mark.adare_vm(gui=True)")
+        raise ValueError(
+            "adare_vm(...) takes keyword arguments only, e.g. @pytest.mark.adare_vm(gui=True)"
+        )
     unknown = sorted(set(kwargs) - set(MARKER_KEYS))
     if unknown:
-        raise ValueError(f"adare_vm marker: unknown argument(s) {', '.join(unknown)}; "
-                         f"known: {', '.join(MARKER_KEYS)}")
+        raise ValueError(
+            f"adare_vm marker: unknown argument(s) {', '.join(unknown)}; "
+            f"known: {', '.join(MARKER_KEYS)}"
+        )
     image = kwargs.get("image") or options.vm
     if not image:
         raise ValueError("no VM image: pass --adare-vm=IMAGE or adare_vm(image=...)")
@@ -253,24 +298,32 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
     if isinstance(gui, str):
         gui_mode = _marker_choice(gui, GUI_MODES, "gui")
     elif gui is not None and not isinstance(gui, bool):
-        raise ValueError(f"adare_vm marker: gui must be True, False, 'agent' or 'host', "
-                         f"got {gui!r}")
-    transport = _marker_choice(kwargs.get("transport", options.transport), TRANSPORTS,
-                               "transport")
+        raise ValueError(
+            f"adare_vm marker: gui must be True, False, 'agent' or 'host', got {gui!r}"
+        )
+    transport = _marker_choice(kwargs.get("transport", options.transport), TRANSPORTS, "transport")
     network = kwargs.get("network", transport != "serial")
     if not isinstance(network, bool):
         raise ValueError(f"adare_vm marker: network must be True or False, got {network!r}")
     if not network and transport != "serial":
-        raise ValueError("adare_vm marker: network=False needs transport='serial' (the "
-                         "websocket transport reaches the agent through the network)")
+        raise ValueError(
+            "adare_vm marker: network=False needs transport='serial' (the "
+            "websocket transport reaches the agent through the network)"
+        )
     os_name = kwargs.get("os")
     if os_name is not None:
         os_name = _marker_choice(os_name, OS_NAMES, "os")
     try:
-        memory = options.memory_mib if kwargs.get("memory") is None else parse_memory(
-            kwargs["memory"], source + " memory")
-        cpus = options.cpus if kwargs.get("cpus") is None else parse_cpus(
-            kwargs["cpus"], source + " cpus")
+        memory = (
+            options.memory_mib
+            if kwargs.get("memory") is None
+            else parse_memory(kwargs["memory"], source + " memory")
+        )
+        cpus = (
+            options.cpus
+            if kwargs.get("cpus") is None
+            else parse_cpus(kwargs["cpus"], source + " cpus")
+        )
     except pytest.UsageError as error:
         raise ValueError(str(error)) from None
     return VMRequest(
@@ -281,8 +334,9 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
         transport=transport,
         network=network,
         gui_mode=gui_mode,
-        isolation=_marker_choice(kwargs.get("isolation", options.isolation), ISOLATIONS,
-                                 "isolation"),
+        isolation=_marker_choice(
+            kwargs.get("isolation", options.isolation), ISOLATIONS, "isolation"
+        ),
         needs_desktop=bool(gui),
         needs_os=os_name,
     )
@@ -295,8 +349,7 @@ def session_request(options: AdareOptions) -> VMRequest:
 
 def _marker_choice(value: Any, choices: tuple[str, ...], key: str) -> str:
     if value not in choices:
-        raise ValueError(f"adare_vm marker: {key}={value!r} is not one of "
-                         f"{', '.join(choices)}")
+        raise ValueError(f"adare_vm marker: {key}={value!r} is not one of {', '.join(choices)}")
     return str(value)
 
 

@@ -10,6 +10,7 @@ screenshot as an extra and JUnit XML gets the paths as properties.
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 from collections.abc import Generator
@@ -120,13 +121,19 @@ def _attach_evidence(item: pytest.Item, report: pytest.TestReport, infra: bool) 
     _html_extras(item.config, report, screenshots)
 
 
-def _html_extras(config: pytest.Config, report: pytest.TestReport, screenshots: list[Path]) -> None:
+def _html_extras(
+    config: pytest.Config, report: pytest.TestReport, screenshots: list[Path]
+) -> None:
+    """Screenshots as pytest-html image extras (base64: works with and without
+    ``--self-contained-html``)."""
     if not config.pluginmanager.hasplugin("html"):
         return
-    import pytest_html  # type: ignore[import-not-found, unused-ignore]
+    import pytest_html  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
     extras: list[Any] = list(getattr(report, "extras", []))
-    extras.extend(pytest_html.extras.image(str(shot)) for shot in screenshots)
+    for shot in screenshots:
+        encoded = base64.b64encode(shot.read_bytes()).decode("ascii")
+        extras.append(pytest_html.extras.image(encoded, name=shot.name))
     report.extras = extras  # type: ignore[attr-defined]
 
 

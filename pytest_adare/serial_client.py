@@ -65,9 +65,9 @@ from pytest_adare.errors import AgentDisconnected, ProtocolViolation, ToolError,
 
 log = logging.getLogger(__name__)
 
-EXCHANGE_TIMEOUT = 3.0
+EXCHANGE_TIMEOUT = 4.0
 """Seconds to wait for the answer to one request before sending it again."""
-ATTEMPTS = 3
+ATTEMPTS = 5
 """Sends of one request before the link counts as dropped."""
 BUSY_POLL_MAX = 0.05
 """Longest pause between polls while calls are pending."""
@@ -95,6 +95,8 @@ class SerialLinkChannel:
         self._writer = writer
         self._link = HostLink()
         self._lock = asyncio.Lock()
+        self.broken = False
+        """The socket closed or failed: no exchange can succeed any more."""
         self.retries = 0
         """Retransmissions so far (damaged or lost frames)."""
 
@@ -128,6 +130,8 @@ class SerialLinkChannel:
         :raise AgentDisconnected: no valid answer after all attempts, or the socket closed.
         """
         async with self._lock:
+            if self.broken:
+                raise AgentDisconnected(f"{self.peer} is closed")
             wire = self._link.request(op, body)
             reasons: list[str] = []
             try:
@@ -159,6 +163,7 @@ class SerialLinkChannel:
             self._writer.write(wire)
             await asyncio.wait_for(self._writer.drain(), self.exchange_timeout)
         except (OSError, asyncio.TimeoutError) as exc:
+            self.broken = True
             raise AgentDisconnected(f"cannot write to {self.peer}: {exc!r}") from exc
 
     async def _await_answer(self) -> Answer | Retry:
@@ -172,8 +177,10 @@ class SerialLinkChannel:
             except asyncio.TimeoutError:
                 continue
             except OSError as exc:
+                self.broken = True
                 raise AgentDisconnected(f"reading {self.peer} failed: {exc!r}") from exc
             if not data:
+                self.broken = True
                 raise AgentDisconnected(f"{self.peer} was closed (QEMU gone?)")
             outcome = self._link.receive_data(data)
             if outcome is not None:
@@ -265,13 +272,21 @@ class SerialAgentClient:
 
     async def _start(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while True:  # the agent may still be starting: retry OPEN until the deadline
-            try:
-                body = await self._channel.exchange(Op.OPEN)
-                break
-            except AgentDisconnected:
-                if time.monotonic() + self._channel.exchange_timeout > deadline:
-                    raise
+
+        async def open_session() -> bytes:
+            while True:  # the agent may still be starting: ask again until the deadline
+                try:
+                    return await self._channel.exchange(Op.OPEN)
+                except AgentDisconnected:
+                    if self._channel.broken:
+                        raise
+
+        try:
+            body = await asyncio.wait_for(open_session(), timeout)
+        except asyncio.TimeoutError:
+            raise AgentDisconnected(
+                f"the agent did not answer OPEN over {self.peer} within {timeout:.1f} s"
+            ) from None
         self.link_info = _json_object(body, "OPEN answer")
         self._poller = asyncio.create_task(self._poll_loop(), name=f"serial-poll {self.peer}")
         hello = Connect(client_info=dict(CLIENT_INFO), id=new_id(), timestamp=time.time())

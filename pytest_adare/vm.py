@@ -37,6 +37,7 @@ from pytest_adare.install import (
     boot_handoff,
     install_agent,
     new_token,
+    qga_run,
     uses_boot_handoff,
 )
 from pytest_adare.loop_thread import shared_loop
@@ -321,13 +322,8 @@ class VM:
     async def _serial_ping(self) -> dict[str, Any]:
         return await SerialAgentClient.ping_path(self.machine.agent_serial_path, timeout=5.0)
 
-    async def _qga_run(self, argv: Any, timeout: float) -> tuple[int, str, str]:
-        result = await self.qga.exec(list(argv), timeout=timeout)
-        return (
-            result.exitcode,
-            result.stdout.decode("utf-8", "replace"),
-            result.stderr.decode("utf-8", "replace"),
-        )
+    async def _qga_run(self, argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
+        return await qga_run(self.qga, argv, timeout)
 
     # -- snapshots and reboot ----------------------------------------------------------
 

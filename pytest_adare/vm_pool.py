@@ -208,13 +208,12 @@ class VMPool:
                 vm.guest.call("get_status")
             return ""
         if isolation == "reboot" or (isolation == "snapshot" and not pooled.ready_saved):
+            done = ""
             if pooled.dirty or pooled.suspect:
-                vm.reboot()
-                done = "reboot"
-            else:
-                done = ""
+                self._restart(pooled)
+                done = "fresh boot"
             if isolation == "snapshot":
-                vm.save_ready()
+                pooled.vm.save_ready()
                 pooled.ready_saved = True
                 done = (done + " + " if done else "") + "save ready state"
             return done
@@ -222,6 +221,14 @@ class VMPool:
             vm.restore_ready()
             return "restore ready state"
         return ""
+
+    def _restart(self, pooled: PooledVM) -> None:
+        """Replace the VM by a fresh one: new overlay on the base image, cold boot."""
+        name = pooled.vm.name
+        pooled.vm.close()
+        shutil.rmtree(pooled.workdir, ignore_errors=True)
+        fresh = self._boot(pooled.request, name)
+        pooled.vm, pooled.workdir, pooled.ready_saved = fresh.vm, fresh.workdir, False
 
     def mark_broken(self, pooled: PooledVM, cause: str) -> None:
         """Remember ``cause`` as the first failure of ``pooled``'s configuration."""
@@ -283,8 +290,11 @@ def keep_hint(pooled: PooledVM) -> str:
 
 def _without_qmp_client(argv: list[str]) -> list[str]:
     """``argv`` minus the QMP chardev that connected to the test run (gone by now)."""
-    qmp_ids = {arg.split("id=")[1].split(",")[0] for arg in argv
-               if arg.startswith("socket,") and "server=off" in arg and "id=" in arg}
+    qmp_ids = {
+        arg.split("id=")[1].split(",")[0]
+        for arg in argv
+        if arg.startswith("socket,") and "server=off" in arg and "id=" in arg
+    }
     kept: list[str] = []
     skip_next = False
     for index, arg in enumerate(argv):
@@ -293,8 +303,11 @@ def _without_qmp_client(argv: list[str]) -> list[str]:
             continue
         following = argv[index + 1] if index + 1 < len(argv) else ""
         if arg in ("-chardev", "-mon") and any(
-                f"id={qid}," in following or f"chardev={qid}," in following
-                or following.endswith((f"id={qid}", f"chardev={qid}")) for qid in qmp_ids):
+            f"id={qid}," in following
+            or f"chardev={qid}," in following
+            or following.endswith((f"id={qid}", f"chardev={qid}"))
+            for qid in qmp_ids
+        ):
             skip_next = True
             continue
         kept.append(arg)

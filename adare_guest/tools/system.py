@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ from adare_guest.protocol import EventType
 from adare_guest.tools.base import CallContext, ToolGroup, kill_process_tree, tool
 
 DEFAULT_SHELL_TIMEOUT = 300.0
+PIPE_DRAIN_SECONDS = 2.0
+"""How long output is still read after the command exited (its children may hold the pipes)."""
 IS_WINDOWS = sys.platform == "win32"
 
 
@@ -115,6 +118,112 @@ def _admin_prefix(admin: bool) -> list[str]:
     return [sudo, "-n", "--"]
 
 
+@dataclass
+class CommandSpec:
+    """How to start one command: argv, working directory, environment, Popen extras."""
+
+    argv: list[str]
+    cwd: str | None
+    env: dict[str, str]
+    popen_kwargs: dict[str, Any]
+
+
+def prepare_command(
+    command: str,
+    shell: str | bool | None,
+    cwd: str | None,
+    env: dict[str, str] | None,
+    inherit_env: bool,
+    admin: bool,
+    run_as_user: str | None,
+    tools_paths: list[str],
+) -> CommandSpec:
+    """Turn ``execute_shell``'s params into a :class:`CommandSpec`.
+
+    :raise ShellError: unknown shell or user, missing ``cwd``, no way to elevate.
+    """
+    child_env = build_env(env, inherit_env, tools_paths)
+    popen_kwargs = _user_switch(run_as_user, child_env) if run_as_user else {}
+    argv = _admin_prefix(admin) + shell_argv(command, shell)
+    if cwd is not None and not os.path.isdir(cwd):
+        raise ShellError(f"cwd {cwd!r} is not a directory")
+    return CommandSpec(argv, cwd, child_env, popen_kwargs)
+
+
+@dataclass
+class Completed:
+    """What a foreground command left: exit status, output, whether we killed it."""
+
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    seconds: float
+
+    def as_result(self, budget: float) -> dict[str, Any]:
+        """The ``execute_shell`` result keys for this outcome."""
+        result: dict[str, Any] = {
+            "status": "success",
+            "message": f"command exited with {self.returncode}",
+            "returncode": self.returncode,
+            "stdout": _decode(self.stdout),
+            "stderr": _decode(self.stderr),
+            "execution_time": round(self.seconds, 6),
+        }
+        if self.timed_out:
+            # No exit status of its own: returncode stays None so nobody mistakes our
+            # kill for the command's answer.
+            result.update(
+                status="error",
+                returncode=None,
+                timed_out=True,
+                message=f"command timed out after {budget:g} s; process group killed",
+            )
+        return result
+
+
+async def run_foreground(ctx: CallContext, spec: CommandSpec) -> Completed:
+    """Run ``spec`` within ``ctx.timeout``; on timeout or cancel its process group dies.
+
+    :raise OSError: the command cannot be started.
+    """
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        *spec.argv,
+        cwd=spec.cwd,
+        env=spec.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=not IS_WINDOWS,
+        **spec.popen_kwargs,
+    )
+    ctx.track_process(proc)
+    stdout, stderr = bytearray(), bytearray()
+    readers = {
+        asyncio.ensure_future(_read_into(proc.stdout, stdout)),
+        asyncio.ensure_future(_read_into(proc.stderr, stderr)),
+    }
+    timed_out = False
+    try:
+        await asyncio.wait_for(proc.wait(), ctx.timeout)
+    except TimeoutError:
+        timed_out = True
+        kill_process_tree(proc)
+        await proc.wait()
+    finally:
+        if proc.returncode is None:
+            kill_process_tree(proc)
+    # Grandchildren that keep the pipes open must not hold the call forever.
+    _done, pending = await asyncio.wait(readers, timeout=PIPE_DRAIN_SECONDS)
+    for task in pending:
+        task.cancel()
+    ctx.untrack_process(proc)
+    return Completed(
+        proc.returncode, bytes(stdout), bytes(stderr), timed_out, time.monotonic() - started
+    )
+
+
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
@@ -158,7 +267,6 @@ class SystemTools(ToolGroup):
     ) -> dict[str, Any]:
         """Run ``shell_command``; see the module docstring for the result's meaning."""
         command_id = str(uuid.uuid4())
-        started = time.monotonic()
         result: dict[str, Any] = {
             "status": "error",
             "message": "",
@@ -169,88 +277,38 @@ class SystemTools(ToolGroup):
             "execution_time": 0.0,
         }
         try:
-            child_env = build_env(env, inherit_env, self.config.tools_paths)
-            popen_kwargs: dict[str, Any] = {}
-            if run_as_user:
-                popen_kwargs.update(_user_switch(run_as_user, child_env))
-            argv = _admin_prefix(admin) + shell_argv(shell_command, shell)
-            _check_cwd(cwd)
+            spec = prepare_command(
+                shell_command,
+                shell,
+                cwd,
+                env,
+                inherit_env,
+                admin,
+                run_as_user,
+                self.config.tools_paths,
+            )
         except (ShellError, ValueError) as exc:
             result["message"] = str(exc)
             return result
         await ctx.emit(
             EventType.COMMAND_START, {"command_id": command_id, "command": shell_command}
         )
-        if background:
-            try:
-                bg_proc, out_path, err_path = await ctx.run_in_thread(
-                    _spawn_background, ctx, argv, cwd, child_env, popen_kwargs
-                )
-            except (OSError, ShellError) as exc:
-                result["message"] = f"cannot start {argv[0]!r}: {exc}"
+        try:
+            if background:
+                result.update(await ctx.run_in_thread(_spawn_background, ctx, spec, command_id))
                 return result
-            result.update(
-                status="success",
-                message=f"started in the background as pid {bg_proc.pid}",
-                pid=bg_proc.pid,
-                stdout_path=str(out_path),
-                stderr_path=str(err_path),
-            )
+            completed = await run_foreground(ctx, spec)
+        except (OSError, ShellError) as exc:
+            result["message"] = f"cannot start {spec.argv[0]!r}: {exc}"
             return result
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=cwd,
-                env=child_env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=not IS_WINDOWS,
-                **popen_kwargs,
-            )
-        except OSError as exc:
-            result["message"] = f"cannot start {argv[0]!r}: {exc}"
-            return result
-        ctx.track_process(proc)
-        stdout, stderr = bytearray(), bytearray()
-        stdout_task = asyncio.ensure_future(_read_into(proc.stdout, stdout))
-        stderr_task = asyncio.ensure_future(_read_into(proc.stderr, stderr))
-        timed_out = False
-        try:
-            await asyncio.wait_for(proc.wait(), ctx.timeout)
-        except TimeoutError:
-            timed_out = True
-            kill_process_tree(proc)
-            await proc.wait()
-        finally:
-            if proc.returncode is None:
-                kill_process_tree(proc)
-        # Grandchildren that keep the pipes open must not hold the call forever.
-        _done, pending = await asyncio.wait({stdout_task, stderr_task}, timeout=2.0)
-        for task in pending:
-            task.cancel()
-        ctx.untrack_process(proc)
-        elapsed = time.monotonic() - started
-        result.update(
-            returncode=proc.returncode,
-            stdout=_decode(bytes(stdout)),
-            stderr=_decode(bytes(stderr)),
-            execution_time=round(elapsed, 6),
-        )
-        if timed_out:
-            # No exit status of its own: returncode stays None so nobody mistakes our kill
-            # for the command's answer.
-            result.update(
-                status="error",
-                returncode=None,
-                timed_out=True,
-                message=f"command timed out after {ctx.timeout:g} s; process group killed",
-            )
-        else:
-            result.update(status="success", message=f"command exited with {proc.returncode}")
+        result.update(completed.as_result(ctx.timeout))
         await ctx.emit(
             EventType.COMMAND_COMPLETE,
-            {"command_id": command_id, "returncode": proc.returncode, "timed_out": timed_out},
+            {
+                "command_id": command_id,
+                "returncode": completed.returncode,
+                "timed_out": completed.timed_out,
+            },
         )
         return result
 
@@ -346,36 +404,30 @@ async def _run_captured(
     return proc.returncode if proc.returncode is not None else -1, out, err
 
 
-def _check_cwd(cwd: str | None) -> None:
-    if cwd is not None and not os.path.isdir(cwd):
-        raise ShellError(f"cwd {cwd!r} is not a directory")
-
-
-def _spawn_background(
-    ctx: CallContext,
-    argv: list[str],
-    cwd: str | None,
-    env: dict[str, str],
-    popen_kwargs: dict[str, Any],
-) -> tuple[subprocess.Popen[bytes], Path, Path]:
+def _spawn_background(ctx: CallContext, spec: CommandSpec, command_id: str) -> dict[str, Any]:
     """Start a detached command whose output goes to files; a daemon thread reaps it."""
     out_dir = _background_dir(ctx)
-    command_id = uuid.uuid4().hex
     stdout_path = out_dir / f"{command_id}.stdout"
     stderr_path = out_dir / f"{command_id}.stderr"
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
+            spec.argv,
+            cwd=spec.cwd,
+            env=spec.env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
             start_new_session=not IS_WINDOWS,
-            **popen_kwargs,
+            **spec.popen_kwargs,
         )
     threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
-    return proc, stdout_path, stderr_path
+    return {
+        "status": "success",
+        "message": f"started in the background as pid {proc.pid}",
+        "pid": proc.pid,
+        "stdout_path": str(stdout_path),
+        "stderr_path": str(stderr_path),
+    }
 
 
 def _system_info(ctx: CallContext) -> dict[str, Any]:

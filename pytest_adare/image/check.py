@@ -14,14 +14,21 @@ import json
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_adare.accel import AccelRequest
 from pytest_adare.agent_bundle import build_agent_bundle
 from pytest_adare.client import AgentClient
-from pytest_adare.errors import AdareError, AgentUnreachable, VMTimeout, format_tail
+from pytest_adare.errors import (
+    AdareError,
+    AgentUnreachable,
+    ImageError,
+    VMTimeout,
+    format_tail,
+)
+from pytest_adare.image.initrd import handoff_initrd
 from pytest_adare.image.manifest import ImageManifest, resolve_image
 from pytest_adare.install import (
     FW_CFG_CONFIG,
@@ -48,6 +55,7 @@ class CheckReport:
     phases: dict[str, float] = field(default_factory=dict)
     agent: dict[str, Any] = field(default_factory=dict)
     failure: str | None = None
+    handoff: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -136,33 +144,56 @@ def _run_phases(manifest: ImageManifest, vm: Machine, token: str, config_file: P
     handed = loop.run(_read_guest_file(vm.qga_path, f"{manifest.agent.run_dir}/config.json",
                                        timeout), timeout + 10)
     if json.loads(handed) != json.loads(config_file.read_text()):
-        raise AdareError("the guest's config.json differs from the one handed over by fw_cfg")
-    clock.mark("fw_cfg", "config.json handed over intact")
+        raise AdareError("the guest's config.json differs from the one handed over")
+    clock.mark("handoff", "config.json handed over intact")
+
+
+def _handoff_route(manifest: ImageManifest, handoff: str) -> str:
+    if handoff == "auto":
+        return "initrd" if manifest.agent.initrd_handoff else "fw_cfg"
+    if handoff == "initrd" and not manifest.agent.initrd_handoff:
+        raise ImageError(f"image {manifest.name} does not take an initrd hand-off")
+    return handoff
 
 
 def check_image(spec: str, *, accel: AccelRequest = "auto", timeout: float = 120.0,
-                progress: Progress = print, workdir: Path | None = None) -> CheckReport:
+                progress: Progress = print, workdir: Path | None = None,
+                handoff: str = "auto") -> CheckReport:
     """Boot the image ``spec`` once and report how long each phase took.
 
+    ``handoff`` is how per-VM files reach a built-in image: ``fw_cfg``, ``initrd``
+    (appended to the image's initrd, much faster for a changed agent bundle) or
+    ``auto`` (initrd where the image supports it).
     Never raises for a failing guest: the report's ``failure`` holds the cause and the
     console tail (also printed).
     """
     manifest = resolve_image(spec, progress=progress)
+    route = _handoff_route(manifest, handoff)
     report = CheckReport(image=str(manifest.path or manifest.disk))
     with tempfile.TemporaryDirectory(prefix="adare-check-") as tmp:
         base = workdir or Path(tmp)
         token = new_token()
-        layout = GuestLayout.for_manifest(manifest)
-        config = agent_config(layout, token)
+        config = agent_config(GuestLayout.for_manifest(manifest), token)
         bundle = build_agent_bundle(gui=manifest.desktop)
         fw_cfg, handed_over = boot_handoff(manifest, base / "handoff", config, bundle)
-        progress(f"checking {report.image} (agent bundle "
-                 f"{'handed over by fw_cfg' if handed_over else 'baked in'})")
-        vm = Machine(manifest, base / "vm", accel=accel,
-                     fw_cfg=fw_cfg if manifest.agent.fw_cfg else {}, name="adare-check")
+        config_file = fw_cfg[FW_CFG_CONFIG]
+        booted = manifest
+        if route == "initrd" and manifest.initrd is not None:
+            files = {"config.json": config_file}
+            if handed_over:
+                files["bundle.pyz"] = bundle.path
+            booted = replace(manifest, initrd=handoff_initrd(
+                manifest.initrd, files, base / "handoff" / "initrd.gz"))
+            fw_cfg = {}
+        elif not manifest.agent.fw_cfg:
+            fw_cfg = {}
+        how = f"handed over by {route}" if handed_over else "baked in"
+        progress(f"checking {report.image} (agent bundle {how})")
+        report.handoff = route
+        vm = Machine(booted, base / "vm", accel=accel, fw_cfg=fw_cfg, name="adare-check")
         clock = _Clock(report, progress)
         try:
-            _run_phases(manifest, vm, token, fw_cfg[FW_CFG_CONFIG],
+            _run_phases(manifest, vm, token, config_file,
                         _expected_hash(manifest, handed_over, bundle.bundle_hash), clock,
                         timeout)
         except AdareError as exc:

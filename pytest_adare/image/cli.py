@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="boot an image and wait for QGA and the agent")
     check.add_argument("path", help="manifest, image directory, disk, or built-in name")
     check.add_argument("--accel", default="auto", choices=["auto", "tcg", "kvm"])
+    check.add_argument("--handoff", default="auto", choices=["auto", "initrd", "fw_cfg"],
+                       help="how the per-VM config and agent reach a built-in image")
     check.add_argument("--timeout", type=float, default=120.0,
                        help="seconds to wait for each phase (default %(default)s)")
     return parser
@@ -62,7 +64,8 @@ def _build(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from pytest_adare.image.check import check_image
 
-    report = check_image(args.path, accel=args.accel, timeout=args.timeout, progress=_say)
+    report = check_image(args.path, accel=args.accel, timeout=args.timeout, progress=_say,
+                         handoff=args.handoff)
     return 0 if report.ok else 1
 
 

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 from pytest_adare.errors import ImageError
+from pytest_adare.image.initrd import module_load_order
 from pytest_adare.image.recipe import Recipe
 
 # Leave out what nobody reads inside a test guest.
@@ -182,14 +183,30 @@ def _install_busybox_applets(rootfs: Path) -> None:
 
 
 def take_kernel(recipe: Recipe, kernel_dir: Path, rootfs: Path, out_dir: Path) -> Path:
-    """Copy ``vmlinuz`` to ``out_dir`` (and the modules back into ``rootfs`` if the recipe
-    keeps them); returns the modules directory for the initrd."""
+    """Copy ``vmlinuz`` to ``out_dir`` and the recipe's module subtrees back into
+    ``rootfs``; returns the full modules directory (for the initrd)."""
     version = kernel_version(kernel_dir)
     shutil.copyfile(kernel_dir / f"boot/vmlinuz-{version}", out_dir / "vmlinuz")
     modules = kernel_dir / "modules" / version
-    if recipe.keep_modules:
-        shutil.copytree(modules, rootfs / "lib/modules" / version, symlinks=True)
+    if recipe.rootfs_module_dirs:
+        _keep_modules(modules, recipe.rootfs_module_dirs, rootfs / "lib/modules" / version)
+        subprocess.run(["chroot", str(rootfs), "depmod", version], check=True, timeout=300,
+                       capture_output=True)
     return modules
+
+
+def _keep_modules(modules: Path, subtrees: tuple[str, ...], target: Path) -> None:
+    wanted = [
+        path.name.split(".ko", 1)[0]
+        for subtree in subtrees
+        for path in (modules / subtree).rglob("*.ko*")
+    ]
+    for relative in module_load_order(modules, wanted):
+        (target / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(modules / relative, target / relative)
+    for meta in ("modules.order", "modules.builtin", "modules.builtin.modinfo"):
+        if (modules / meta).exists():
+            shutil.copyfile(modules / meta, target / meta)
 
 
 def strip_rootfs(rootfs: Path) -> None:

@@ -335,17 +335,23 @@ async def test_client_and_one_off_ping_over_a_unix_socket(socket_path: str) -> N
         await client.call("get_timestamp")
 
 
-@pytest.mark.asyncio
-async def test_a_silent_peer_makes_calls_fail_with_a_clear_error(tmp_path: Path) -> None:
+@pytest_asyncio.fixture
+async def silent_socket(tmp_path: Path) -> AsyncIterator[str]:
+    """A Unix socket that accepts connections and never says a word."""
     path = str(tmp_path / "silent.sock")
     server = await asyncio.start_unix_server(lambda r, w: None, path)
     try:
-        started = time.monotonic()
-        with pytest.raises(AgentDisconnected, match=r"no valid answer to PING .* 2 attempts"):
-            await SerialAgentClient.ping(path, timeout=1.0)
-        assert time.monotonic() - started < 10
+        yield path
     finally:
         server.close()
+
+
+@pytest.mark.asyncio
+async def test_a_silent_peer_makes_ping_fail_with_a_clear_error(silent_socket: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(AgentDisconnected, match=r"no valid answer to PING .* 2 attempts"):
+        await SerialAgentClient.ping(silent_socket, timeout=1.0)
+    assert time.monotonic() - started < 10
 
 
 @pytest.mark.asyncio
@@ -367,3 +373,28 @@ def test_a_non_tty_character_device_is_opened_without_pyserial(tmp_path: Path) -
         assert port.in_waiting == 0
     finally:
         port.close()
+
+
+@pytest.mark.asyncio
+async def test_connect_to_a_silent_agent_gives_up_at_its_timeout(silent_socket: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(AgentDisconnected, match=r"did not answer OPEN .* within 1.5 s"):
+        await SerialAgentClient.connect(silent_socket, timeout=1.5)
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.asyncio
+async def test_connect_to_a_socket_that_hangs_up_fails_at_once(tmp_path: Path) -> None:
+    path = str(tmp_path / "hangup.sock")
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    server = await asyncio.start_unix_server(hang_up, path)
+    try:
+        started = time.monotonic()
+        with pytest.raises(AgentDisconnected, match=r"was closed|cannot write|reading .* failed"):
+            await SerialAgentClient.connect(path, timeout=30)
+        assert time.monotonic() - started < 10
+    finally:
+        server.close()

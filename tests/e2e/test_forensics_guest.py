@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from image_under_test import image_under_test
+
 from pytest_adare import launch
 from pytest_adare.evidence import MANIFEST_NAME
 from pytest_adare.fs_diff import FsDiff
@@ -79,7 +79,9 @@ def diff(snapshots: dict[str, FsSnapshot]) -> FsDiff:
     return snapshots["after"].diff(snapshots["before"])
 
 
-def test_snapshot_holds_what_the_guest_shell_sees(vm_guest: Guest, snapshots: dict[str, FsSnapshot]) -> None:
+def test_snapshot_holds_what_the_guest_shell_sees(
+    vm_guest: Guest, snapshots: dict[str, FsSnapshot]
+) -> None:
     after = snapshots["after"]
     listed = vm_guest.shell(f"cd {ROOT} && find . -mindepth 1 | sort").check().stdout.split()
     assert {path for path in after if path != ROOT} == {p(name[2:]) for name in listed}
@@ -160,7 +162,7 @@ def test_csv_export_parses_back(diff: FsDiff, tmp_path: Path) -> None:
     expected_rows = len(diff.created) + len(diff.deleted)
     expected_rows += sum(len(fields) for fields in diff.modified.values())
     assert len(rows) == expected_rows
-    as_dicts = [dict(zip(header, row)) for row in rows]
+    as_dicts = [dict(zip(header, row, strict=True)) for row in rows]
     assert {row["path"] for row in as_dicts} == set(diff.changed_paths)
     [mode_row] = [r for r in as_dicts if r["path"] == p("chmodded") and r["field"] == "mode"]
     assert (mode_row["change"], mode_row["before"], mode_row["after"]) == (
@@ -196,9 +198,10 @@ def test_pull_changed_copies_created_and_modified_files(
     assert {"/" + path.relative_to(dest).as_posix() for path in pulled} == expected
     for guest_path in expected:
         host_copy = dest / guest_path.lstrip("/")
-        assert hashlib.sha256(host_copy.read_bytes()).hexdigest() == diff.after_entries[
-            guest_path
-        ].sha256
+        assert (
+            hashlib.sha256(host_copy.read_bytes()).hexdigest()
+            == diff.after_entries[guest_path].sha256
+        )
     manifest = json.loads((dest / MANIFEST_NAME).read_text())
     rows = {row["guest_path"]: row for row in manifest["files"]}
     for guest_path in expected:

@@ -49,7 +49,7 @@ def test_console_image_boots_to_a_working_agent(tmp_path: Path) -> None:
     report = check_image(str(manifest.path), accel="tcg", progress=lines.append,
                          workdir=tmp_path)
     assert report.ok, "\n".join(lines)
-    assert list(report.phases) == ["qemu", "console", "init", "qga", "agent", "fw_cfg"]
+    assert list(report.phases) == ["qemu", "console", "init", "qga", "agent", "handoff"]
     assert report.agent["platform"] == "linux"
     # The run wrote to an overlay only: the base disk is what the manifest recorded.
     assert file_sha256(manifest.disk) == manifest.disk_sha256

@@ -52,11 +52,11 @@ def test_ini_image_counts_as_given(pytester: pytest.Pytester) -> None:
 
 
 def test_command_line_wins_over_ini(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nadare_vm = debian\nadare_isolation = none\n"
-                     "adare_accel = kvm\n")
+    pytester.makeini("[pytest]\nadare_vm = debian\nadare_isolation = none\nadare_accel = kvm\n")
     pytester.makepyfile("def test_plain():\n    pass\n")
-    result = pytester.runpytest("--adare-isolation=reboot", "--adare-accel=tcg",
-                                "--adare-vm=debian-desktop")
+    result = pytester.runpytest(
+        "--adare-isolation=reboot", "--adare-accel=tcg", "--adare-vm=debian-desktop"
+    )
     result.stdout.fnmatch_lines(["adare: image debian-desktop, accel tcg, isolation reboot, *"])
 
 
@@ -92,8 +92,9 @@ def test_ini_paths_are_relative_to_the_ini_file(pytester: pytest.Pytester) -> No
         ("cpus", "0", "expected at least 1 CPU, got '0'"),
     ],
 )
-def test_bad_values_are_usage_errors(pytester: pytest.Pytester, flag: str, value: str,
-                                     message: str) -> None:
+def test_bad_values_are_usage_errors(
+    pytester: pytest.Pytester, flag: str, value: str, message: str
+) -> None:
     pytester.makepyfile("def test_plain():\n    pass\n")
     result = pytester.runpytest(f"--adare-{flag}={value}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -143,10 +144,12 @@ def test_bad_marker_argument_errors_before_any_vm_starts(pytester: pytest.Pytest
     )
     result = pytester.runpytest("--adare-vm=debian")
     result.assert_outcomes(errors=2)
-    result.stdout.fnmatch_lines([
-        "*adare_vm marker: unknown argument(s) colour; known: image, gui, os, *",
-        "*adare_vm marker: isolation='sometimes' is not one of snapshot, none, reboot*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*adare_vm marker: unknown argument(s) colour; known: image, gui, os, *",
+            "*adare_vm marker: isolation='sometimes' is not one of snapshot, none, reboot*",
+        ]
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ are grouped to keep boots few (a TCG boot takes ~10+ s here).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -19,8 +20,9 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 INNER_TIMEOUT = 600
+HAVE_PYTEST_HTML = importlib.util.find_spec("pytest_html") is not None
 
-ONE_SESSION = '''
+ONE_SESSION = """
 import pytest
 
 def test_1_writes_files(guest):
@@ -51,32 +53,45 @@ def test_7_next_test_has_a_working_agent(guest):
 @pytest.mark.adare_vm(gui=True)
 def test_8_needs_a_desktop(guest):
     pass
-'''
+"""
 
 
 def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args,
-                                         timeout=INNER_TIMEOUT)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=INNER_TIMEOUT)
 
 
-def test_one_session_isolation_evidence_and_errors(pytester: pytest.Pytester,
-                                                   test_image: str, tmp_path: Path) -> None:
+def test_one_session_isolation_evidence_and_errors(
+    pytester: pytest.Pytester, test_image: str, tmp_path: Path
+) -> None:
     pytester.makepyfile(test_scenarios=ONE_SESSION)
     artifacts = tmp_path / "evidence"
     junit = tmp_path / "junit.xml"
-    result = run_inner(pytester, "-v", "-rs", f"--adare-vm={test_image}",
-                       f"--adare-artifacts={artifacts}", "--adare-keep=on-failure",
-                       f"--junitxml={junit}")
+    html = tmp_path / "report.html"
+    html_args = [f"--html={html}", "--self-contained-html"] if HAVE_PYTEST_HTML else []
+    result = run_inner(
+        pytester,
+        "-v",
+        "-rs",
+        f"--adare-vm={test_image}",
+        f"--adare-artifacts={artifacts}",
+        "--adare-keep=on-failure",
+        f"--junitxml={junit}",
+        *html_args,
+    )
     result.assert_outcomes(passed=5, failed=1, errors=1, skipped=1)
-    result.stdout.fnmatch_lines([
-        f"adare: image {test_image}, accel *, isolation snapshot, QEMU emulator version *",
-    ])
-    result.stdout.fnmatch_lines([
-        "*test_2_snapshot_restored_them_away PASSED (restore ready state * s)*",
-        "*test_5_assertion_fails FAILED*",
-        "*test_6_agent_killed_mid_test ERROR*",
-        "*test_7_next_test_has_a_working_agent PASSED (restore ready state * s)*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            f"adare: image {test_image}, accel *, isolation snapshot, QEMU emulator version *",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*test_2_snapshot_restored_them_away PASSED (restore ready state * s)*",
+            "*test_5_assertion_fails FAILED*",
+            "*test_6_agent_killed_mid_test ERROR*",
+            "*test_7_next_test_has_a_working_agent PASSED (restore ready state * s)*",
+        ]
+    )
     result.stdout.fnmatch_lines(["*needs a desktop (adare_vm gui=...) but image*has none*"])
     result.stdout.fnmatch_lines(["*ERROR at call of test_6_agent_killed_mid_test*"])
     result.stdout.fnmatch_lines(["*- adare console tail -*", "*adare-init: agent started*"])
@@ -84,17 +99,29 @@ def test_one_session_isolation_evidence_and_errors(pytester: pytest.Pytester,
     result.stdout.fnmatch_lines(["*adare screenshot*", "*screendump: *screenshot.png*"])
     evidence = artifacts / "test_scenarios.py_test_5_assertion_fails"
     assert {p.name for p in evidence.iterdir()} >= {
-        "console.log", "agent.log", "screenshot.png", "diff.json"}
+        "console.log",
+        "agent.log",
+        "screenshot.png",
+        "diff.json",
+    }
     assert (evidence / "console.log").stat().st_size > 0
-    result.stdout.fnmatch_lines(["*adare: kept VM disks*", "kept the disk of *",
-                                 "*boot it again: qemu-system-x86_64 * -loadvm adare-ready"])
+    result.stdout.fnmatch_lines(
+        [
+            "*adare: kept VM disks*",
+            "kept the disk of *",
+            "*boot it again: qemu-system-x86_64 * -loadvm adare-ready",
+        ]
+    )
     properties = {(p.get("name"), p.get("value")) for p in ET.parse(junit).iter("property")}
     assert ("adare_screenshot", str(evidence / "screenshot.png")) in properties
     assert ("adare_artifacts", str(evidence)) in properties
+    if HAVE_PYTEST_HTML:
+        assert "data:image/png;base64," in html.read_text()
 
 
 def test_broken_vm_errors_every_test_at_once_with_the_first_cause(
-        pytester: pytest.Pytester) -> None:
+    pytester: pytest.Pytester,
+) -> None:
     disk = pytester.path / "broken.qcow2"
     disk.write_bytes(b"QFI\xfb" + b"\0" * 508)  # a qcow2 magic with a nonsense header
     pytester.makepyfile(
@@ -167,9 +194,19 @@ def test_sigkill_of_pytest_leaves_no_qemu(pytester: pytest.Pytester, test_image:
     output = pytester.path / "inner-output.txt"
     with output.open("wb") as sink:
         inner = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-             f"--adare-vm={test_image}"], cwd=pytester.path, stdout=sink,
-            stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "-q",
+                f"--adare-vm={test_image}",
+            ],
+            cwd=pytester.path,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + INNER_TIMEOUT
         while not ready.exists():

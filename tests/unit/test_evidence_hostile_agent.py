@@ -76,12 +76,12 @@ def endless(chunk: bytes) -> Answer:
 
 
 def far_index(data: bytes) -> Answer:
-    """Chunk 1 claims to be chunk 1000: a host that seeks there makes a sparse 1 GB file."""
+    """Chunk 1 claims to be chunk 200: a host that seeks there makes a sparse 200 MB file."""
 
     def answer(index: int, chunk_size: int) -> dict[str, Any]:
         reply = {**honest(data)(0, chunk_size), "total_chunks": 2, "eof": index == 1}
         if index == 1:
-            reply["chunk_index"] = 1000
+            reply["chunk_index"] = 200
         return reply
 
     return answer
@@ -134,7 +134,7 @@ async def hostile_agent(websocket: ServerConnection) -> None:
 
 
 @pytest_asyncio.fixture
-async def guest() -> AsyncIterator[AsyncGuest]:
+async def hostile_guest() -> AsyncIterator[AsyncGuest]:
     async with serve(hostile_agent, "127.0.0.1", 0, max_size=None) as server:
         port = server.sockets[0].getsockname()[1]
         client = await AgentClient.connect("127.0.0.1", port, None, attempts=1)
@@ -174,10 +174,10 @@ def dest(tmp_path: Path) -> Path:
 
 
 @pytest.mark.asyncio
-async def test_hostile_paths_all_land_inside_dest(guest: AsyncGuest, dest: Path) -> None:
+async def test_hostile_paths_all_land_inside_dest(hostile_guest: AsyncGuest, dest: Path) -> None:
     outside_before = all_files(dest.parent.parent)
     diff = created(*(path for path in FILES if path != "/home/user/far-index"))
-    pulled = await pull_changed(guest, diff, dest, max_bytes=16 * 1024 * 1024)
+    pulled = await pull_changed(hostile_guest, diff, dest, max_bytes=16 * 1024 * 1024)
     assert all_inside(pulled, dest)
     assert all_files(dest.parent.parent) - all_files(dest) == outside_before
     rows = manifest(dest)
@@ -193,14 +193,14 @@ async def test_hostile_paths_all_land_inside_dest(guest: AsyncGuest, dest: Path)
 
 @pytest.mark.asyncio
 async def test_manifest_holds_host_computed_hashes_not_the_guests_claims(
-    guest: AsyncGuest, dest: Path
+    hostile_guest: AsyncGuest, dest: Path
 ) -> None:
     data = b"evidence " * 300_000
     claimed = entry(size=5, sha256="f" * 64)
     diff = created(
         "/home/user/report.txt", "/home/user/lying-size", **{"/home/user/report.txt": claimed}
     )
-    await pull_changed(guest, diff, dest)
+    await pull_changed(hostile_guest, diff, dest)
     rows = manifest(dest)
     report = rows["/home/user/report.txt"]
     assert report["sha256"] == hashlib.sha256(data).hexdigest()
@@ -216,10 +216,10 @@ async def test_manifest_holds_host_computed_hashes_not_the_guests_claims(
 
 @pytest.mark.asyncio
 async def test_lies_about_hash_length_and_offsets_leave_no_file(
-    guest: AsyncGuest, dest: Path
+    hostile_guest: AsyncGuest, dest: Path
 ) -> None:
     liars = ("/home/user/lying-hash", "/home/user/endless", "/home/user/far-index")
-    pulled = await pull_changed(guest, created(*liars), dest, max_bytes=10_000)
+    pulled = await pull_changed(hostile_guest, created(*liars), dest, max_bytes=10_000)
     rows = manifest(dest)
     assert pulled == []
     assert {rows[p]["status"] for p in liars} == {"failed"}
@@ -240,16 +240,16 @@ def elsewhere(dest: Path) -> Path:
 
 @pytest.mark.asyncio
 async def test_symlink_in_dest_is_never_written_through(
-    guest: AsyncGuest, dest: Path, elsewhere: Path
+    hostile_guest: AsyncGuest, dest: Path, elsewhere: Path
 ) -> None:
-    pulled = await pull_changed(guest, created("/home/user/report.txt"), dest)
+    pulled = await pull_changed(hostile_guest, created("/home/user/report.txt"), dest)
     assert pulled == [] and all_files(elsewhere) == set()
     assert "is a symlink" in manifest(dest)["/home/user/report.txt"]["reason"]
 
 
 @pytest.mark.asyncio
 async def test_nul_paths_symlink_entries_and_directories_are_skipped(
-    guest: AsyncGuest, dest: Path
+    hostile_guest: AsyncGuest, dest: Path
 ) -> None:
     diff = created(
         "/tmp/a\0b",
@@ -257,7 +257,7 @@ async def test_nul_paths_symlink_entries_and_directories_are_skipped(
         "/home/user/dir",
         **{"/home/user/link": entry("symlink"), "/home/user/dir": entry("dir")},
     )
-    assert await pull_changed(guest, diff, dest) == []
+    assert await pull_changed(hostile_guest, diff, dest) == []
     rows = manifest(dest)
     assert "NUL" in rows["/tmp/a\0b"]["reason"]
     assert rows["/home/user/link"]["status"] == "skipped"
@@ -266,12 +266,12 @@ async def test_nul_paths_symlink_entries_and_directories_are_skipped(
 
 @pytest.mark.asyncio
 async def test_paths_that_normalise_to_one_host_path_do_not_overwrite(
-    guest: AsyncGuest, dest: Path
+    hostile_guest: AsyncGuest, dest: Path
 ) -> None:
     FILES["/home/user/./report.txt"] = honest(b"second")
     try:
         diff = created("/home/user/report.txt", "/home/user/./report.txt")
-        pulled = await pull_changed(guest, diff, dest)
+        pulled = await pull_changed(hostile_guest, diff, dest)
     finally:
         del FILES["/home/user/./report.txt"]
     assert {p.name for p in pulled} == {"report.txt", "report.txt~2"}

@@ -36,7 +36,17 @@ _DESKTOP_PACKAGES = (
     "python3-xlib",
     "python3-pil",
 )
-_VIRTIO_MODULES = ("virtio_pci", "virtio_blk", "virtio_net", "virtio_console", "qemu_fw_cfg")
+# Loaded by the initrd (those built into the kernel are skipped).
+_INITRD_MODULES = (
+    "virtio_pci", "virtio_blk", "virtio_net", "virtio_console", "qemu_fw_cfg", "ext4",
+    "crc32c_generic",
+)
+# The desktop's display (bochs DRM on the std VGA) and input (USB tablet, PS/2, virtio).
+_DESKTOP_MODULE_DIRS = (
+    "kernel/drivers/gpu/drm", "kernel/drivers/input", "kernel/drivers/hid",
+    "kernel/drivers/usb/host", "kernel/drivers/usb/core", "kernel/drivers/virtio",
+    "kernel/drivers/char",
+)
 
 
 @dataclass(frozen=True)
@@ -48,8 +58,8 @@ class Recipe:
     packages: tuple[str, ...]
     kernel_package: str
     initrd_modules: tuple[str, ...]
-    keep_modules: bool
-    """Keep ``/lib/modules`` in the root disk (udev loads drivers on demand)."""
+    rootfs_module_dirs: tuple[str, ...]
+    """Module subtrees (and their dependencies) kept in the root disk for udev to load."""
     append: str
     desktop: bool
     display: tuple[int, int] | None
@@ -85,8 +95,8 @@ def debian_recipe(desktop: bool = False, suite: str = DEFAULT_SUITE) -> Recipe:
             suite=suite,
             packages=_CONSOLE_PACKAGES,
             kernel_package="linux-image-cloud-amd64",
-            initrd_modules=_VIRTIO_MODULES,
-            keep_modules=False,
+            initrd_modules=_INITRD_MODULES,
+            rootfs_module_dirs=(),
             append="console=ttyS0 quiet root=/dev/vda",
             desktop=False,
             display=None,
@@ -100,8 +110,8 @@ def debian_recipe(desktop: bool = False, suite: str = DEFAULT_SUITE) -> Recipe:
         suite=suite,
         packages=_CONSOLE_PACKAGES + _DESKTOP_PACKAGES,
         kernel_package="linux-image-amd64",
-        initrd_modules=_VIRTIO_MODULES,
-        keep_modules=True,
+        initrd_modules=_INITRD_MODULES,
+        rootfs_module_dirs=_DESKTOP_MODULE_DIRS,
         append="console=ttyS0 quiet root=/dev/vda",
         desktop=True,
         display=(1024, 768),

@@ -1,0 +1,204 @@
+"""GUI on the built-in desktop image: screenshots, typing, template waits, host-side input.
+
+One VM for the module. The image is ``$ADARE_DESKTOP_IMAGE`` (a manifest), else the
+manifest path written to ``/tmp/adare-desktop-image-ready.txt`` by an image build,
+else the built-in ``debian-desktop`` (built on first use). Its init starts X,
+openbox and an xterm that has the keyboard focus; what is typed is verified through
+files the typed commands write, read back with ``guest.shell``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import secrets
+import string
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pytest_adare import launch
+from pytest_adare.guest import AsyncGuest, Guest
+from pytest_adare.image.manifest import ImageManifest, load_manifest, resolve_image
+from pytest_adare.image_match import Box, ImageNotFound
+from pytest_adare.vm import VM, MachineGui
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+READY_FILE = Path("/tmp/adare-desktop-image-ready.txt")
+TERMINAL_TIMEOUT = 120  # the desktop session starts after the agent under TCG
+FILE_TIMEOUT = 60  # typed text reaches the file through X, xterm and the shell
+TYPEABLE = string.ascii_letters + string.digits + string.punctuation + " "
+
+# Runs in the guest: wait until the keyboard focus is on an xterm window (bounded).
+FOCUS_PROBE = """
+import sys, time
+from Xlib import X, display
+deadline = time.monotonic() + float(sys.argv[1])
+last = "no X display"
+while time.monotonic() < deadline:
+    try:
+        d = display.Display(":0")
+        window = d.get_input_focus().focus
+        while window not in (None, X.NONE, X.PointerRoot) and window != d.screen().root:
+            wm_class = window.get_wm_class()
+            if wm_class and "xterm" in [c.lower() for c in wm_class]:
+                print("focused", wm_class)
+                sys.exit(0)
+            window = window.query_tree().parent
+        last = f"focus on {window}"
+        d.close()
+    except Exception as exc:
+        last = repr(exc)
+    time.sleep(0.5)
+print("no focused xterm:", last)
+sys.exit(1)
+"""
+
+
+def desktop_manifest() -> ImageManifest:
+    if os.environ.get("ADARE_DESKTOP_IMAGE"):
+        return load_manifest(os.environ["ADARE_DESKTOP_IMAGE"])
+    if READY_FILE.is_file() and READY_FILE.read_text().strip():
+        return load_manifest(READY_FILE.read_text().strip())
+    return resolve_image("debian-desktop")
+
+
+@pytest.fixture(scope="module")
+def manifest() -> ImageManifest:
+    return desktop_manifest()
+
+
+@pytest.fixture(scope="module")
+def vm(manifest: ImageManifest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VM]:
+    with launch(
+        manifest.path or manifest.disk, workdir=tmp_path_factory.mktemp("vm"), progress=None
+    ) as running:
+        wait_for_focused_terminal(running.guest)
+        yield running
+
+
+@pytest.fixture(scope="module")
+def desktop(vm: VM) -> Guest:
+    """The agent-side facade (the default ``gui="agent"``)."""
+    return vm.guest
+
+
+@pytest.fixture(scope="module")
+def host_side(vm: VM, manifest: ImageManifest) -> Guest:
+    """The facade as ``gui="host"`` builds it: screen and input through QMP.
+
+    Same VM (one desktop boot less), same classes the VM uses for ``gui="host"``.
+    """
+    return Guest(
+        AsyncGuest(vm.guest.aio.connection, host_gui=MachineGui(vm.machine, manifest.display))
+    )
+
+
+def wait_for_focused_terminal(guest: Guest) -> None:
+    probe = guest.shell(
+        f"python3 - {TERMINAL_TIMEOUT} <<'EOF'\n{FOCUS_PROBE}\nEOF",
+        timeout=TERMINAL_TIMEOUT + 30,
+    )
+    assert probe.returncode == 0, f"desktop not ready: {probe.stdout}{probe.stderr}"
+
+
+def read_when_written(guest: Guest, path: str) -> str:
+    """The content of ``path`` once it exists (bounded wait inside the guest)."""
+    ticks = FILE_TIMEOUT * 10
+    result = guest.shell(
+        f"i=0; while [ ! -e {path} ] && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done; "
+        f"cat {path}",
+        timeout=FILE_TIMEOUT + 30,
+    )
+    assert result.returncode == 0, f"{path} was not written within {FILE_TIMEOUT} s"
+    return result.stdout
+
+
+def detailed_crop(screen: Image.Image, size: tuple[int, int] = (160, 48)) -> tuple[int, int]:
+    """The top-left corner of the ``size`` window with the most contrast on a coarse grid."""
+    grey = np.asarray(screen.convert("L"), dtype=np.float64)
+    width, height = size
+    corners = [
+        (x, y)
+        for y in range(0, screen.height - height, height // 2)
+        for x in range(0, screen.width - width, width // 2)
+    ]
+    return max(corners, key=lambda c: float(grey[c[1] : c[1] + height, c[0] : c[0] + width].std()))
+
+
+def test_agent_screenshot_is_not_blank_and_has_the_host_screendump_size(
+    vm: VM, desktop: Guest, manifest: ImageManifest
+) -> None:
+    shot = desktop.screenshot()
+    low, high = shot.convert("L").getextrema()
+    assert high - low > 64, "the screenshot is one flat colour"
+    assert len(shot.convert("RGB").getcolors(maxcolors=1 << 20) or []) > 2
+    host = vm.screendump()
+    assert shot.size == host.size
+    assert manifest.display is None or shot.size == manifest.display
+
+
+def test_typing_reaches_the_focused_terminal(desktop: Guest) -> None:
+    marker = f"typed-{secrets.token_hex(6)}"
+    desktop.keyboard.type(f"echo {marker} > /tmp/typed.txt")
+    desktop.keyboard.press("enter")
+    assert read_when_written(desktop, "/tmp/typed.txt") == f"{marker}\n"
+
+
+def type_and_read_back(guest: Guest, path: str, text: str) -> str:
+    """Type ``cat > part`` + ``text`` into the terminal, end it, return what the file holds."""
+    guest.shell(f"rm -f {path} {path}.part").check()
+    guest.keyboard.type(f"cat > {path}.part && mv {path}.part {path}")
+    guest.keyboard.press("enter")
+    guest.keyboard.type(text)
+    guest.keyboard.press("enter")
+    guest.keyboard.hotkey("ctrl", "d")
+    return read_when_written(guest, path)
+
+
+def test_500_typed_characters_arrive_exactly(desktop: Guest) -> None:
+    text = "".join(random.Random(500).choices(TYPEABLE, k=500))
+    assert type_and_read_back(desktop, "/tmp/long.txt", text) == text + "\n"
+
+
+def test_wait_for_image_finds_a_template_cut_from_a_screenshot(desktop: Guest) -> None:
+    screen = desktop.screenshot()
+    x, y = detailed_crop(screen)
+    template = screen.crop((x, y, x + 160, y + 48))
+    box = desktop.wait_for_image(template, timeout=30)
+    assert isinstance(box, Box)
+    assert (box.width, box.height) == template.size and box.score >= 0.9
+    found = desktop.screenshot().crop((box.x, box.y, box.x + box.width, box.y + box.height))
+    assert np.array_equal(np.asarray(found.convert("RGB")), np.asarray(template.convert("RGB")))
+
+
+def test_wait_for_image_times_out_with_the_last_screenshot(desktop: Guest) -> None:
+    noise = np.random.default_rng(7).integers(0, 256, size=(48, 64, 3), dtype=np.uint8)
+    with pytest.raises(ImageNotFound) as raised:
+        desktop.wait_for_image(Image.fromarray(noise), timeout=3)
+    error = raised.value
+    assert isinstance(error, TimeoutError)
+    assert "not found on screen within 3.0 s" in str(error)
+    assert error.screenshot is not None and error.screenshot_path is not None
+    with Image.open(error.screenshot_path) as saved:
+        assert saved.size == error.screenshot.size == desktop.screenshot().size
+    error.screenshot_path.unlink()
+
+
+def test_host_side_screendump_and_typing_reach_the_terminal(
+    vm: VM, host_side: Guest, desktop: Guest
+) -> None:
+    assert host_side.screenshot().size == desktop.screenshot().size
+    marker = f"host-{secrets.token_hex(6)}"
+    host_side.keyboard.type(f"echo {marker} > /tmp/host-typed.txt")
+    host_side.keyboard.press("enter")
+    assert read_when_written(desktop, "/tmp/host-typed.txt") == f"{marker}\n"
+
+
+def test_host_side_typing_delivers_500_characters(host_side: Guest) -> None:
+    text = "".join(random.Random(501).choices(TYPEABLE, k=500))
+    assert type_and_read_back(host_side, "/tmp/host-long.txt", text) == text + "\n"
