@@ -196,9 +196,8 @@ def decide(facts: AgentFacts) -> str:
 # -- collecting ------------------------------------------------------------------------
 
 FACTS_SCRIPT = r"""
-import json, os, shutil, subprocess, sys
-port, logs = int(sys.argv[1]), [p for p in sys.argv[2:] if os.path.isfile(p)]
-log_path = max(logs, key=os.path.getmtime) if logs else ""
+import json, os, shutil, subprocess, sys, time
+port, logs = int(sys.argv[1]), sys.argv[2:]
 needles = ("adare" + "_guest", "bundle" + ".pyz")
 hz = os.sysconf("SC_CLK_TCK")
 with open("/proc/uptime") as f:
@@ -231,6 +230,19 @@ def run(*cmd):
         return (p.stdout + p.stderr).strip()
     except Exception as exc:
         return "error: %s" % exc
+def newest_log():
+    # a crash loop truncates its output file at each restart: wait for it to refill
+    path, lines = "", []
+    for _ in range(6):
+        present = [p for p in logs if os.path.isfile(p)]
+        if present:
+            path = max(present, key=os.path.getmtime)
+            lines = read(path).splitlines()[-20:]
+            if lines:
+                break
+        time.sleep(0.5)
+    return path, lines
+log_path, log_tail = newest_log()
 fw = shutil.which("firewall-cmd") is not None
 print(json.dumps({
     "agent_pids": pids,
@@ -241,7 +253,7 @@ print(json.dumps({
     "nft_ruleset": run("nft", "list", "ruleset"),
     "iptables_rules": run("iptables-save"),
     "log_path": log_path,
-    "log_tail": read(log_path).splitlines()[-20:] if log_path else [],
+    "log_tail": log_tail,
 }))
 """
 """Run in the guest as ``python3 -c FACTS_SCRIPT PORT LOG...``; prints the facts as JSON.

@@ -252,13 +252,12 @@ class VM:
             self._phase("install", t, report.describe() + (", listening" if listening else ""))
         t = time.monotonic()
         connection = await self._aconnect()
+        host_gui = MachineGui(self.machine, self.manifest.display) if self.gui == "host" else None
         if self._guest is None:
-            host_gui = (
-                MachineGui(self.machine, self.manifest.display) if self.gui == "host" else None
-            )
             self._guest = Guest(AsyncGuest(connection, host_gui=host_gui))
-        else:
+        else:  # a restarted machine: same facade, new connection and QEMU
             self._guest.aio.attach(connection)
+            self._guest.aio.host_gui = host_gui
         info = connection.server_info
         self._phase("connect", t, f"{self.transport}, agent {info.get('version', '?')}")
 
@@ -365,18 +364,19 @@ class VM:
 
         self._run(restore())
 
-    def reboot(self) -> None:
-        """Reset the guest and wait until its agent is connected again."""
-        self.phases.clear()
+    def reboot(self, progress: Progress | None = None) -> None:
+        """Boot the guest again from a fresh overlay (a clean disk) and reconnect.
 
-        async def reboot() -> None:
-            await self._adisconnect()
-            mark = self.machine.console_mark()
-            await self.machine.aqmp("system_reset")
-            await self.qga.close()
-            await self._aready(mark, "config")
-
-        self._run(reboot())
+        QEMU runs with ``-no-reboot`` (a guest crash must end it), so a reset would stop
+        it: the VM restarts QEMU instead, with the same token and options. Saved
+        snapshots live in the overlay and are gone afterwards.
+        """
+        with contextlib.suppress(Exception):
+            self._run(self._aclose(), timeout=30)
+        self._qga = None
+        self.machine.shutdown()
+        self._machine = None
+        self.start(progress if progress is not None else self._progress)
 
     # -- evidence ---------------------------------------------------------------------------
 

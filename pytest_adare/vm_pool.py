@@ -213,8 +213,11 @@ class VMPool:
                 self._restart(pooled)
                 done = "fresh boot"
             if isolation == "snapshot":
+                started = time.monotonic()
                 pooled.vm.save_ready()
                 pooled.ready_saved = True
+                took = time.monotonic() - started
+                self._progress(f"{pooled.vm.name} snapshot: ready state saved ({took:.2f} s)")
                 done = (done + " + " if done else "") + "save ready state"
             return done
         if pooled.dirty or pooled.suspect:

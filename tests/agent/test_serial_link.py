@@ -290,7 +290,7 @@ def test_the_health_report_is_trimmed_to_one_frame() -> None:
     assert len(decode_frame(guest.data_to_send()).payload) <= MAX_RESPONSE_PAYLOAD
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=2048))
 def test_any_request_payload_gets_exactly_one_well_formed_answer(payload: bytes) -> None:
     guest = make_guest()
@@ -303,7 +303,7 @@ def test_any_request_payload_gets_exactly_one_well_formed_answer(payload: bytes)
     assert frame.payload[1] == (payload[1] if len(payload) > 1 else 0)
 
 
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 @given(st.binary(min_size=1, max_size=20_000), st.integers(1, SEND_CHUNK))
 def test_reassembly_restores_any_message_from_any_chunking(data: bytes, chunk: int) -> None:
     reassembler = Reassembler(len(data))
@@ -312,7 +312,7 @@ def test_reassembly_restores_any_message_from_any_chunking(data: bytes, chunk: i
     assert not reassembler.in_progress
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(
     st.lists(
         st.one_of(

@@ -111,6 +111,13 @@ def test_restore_ready_undoes_changes_and_reconnects(vm: VM) -> None:
     assert vm.guest.shell("test -e /root/after-save").returncode == 1
 
 
+def test_reboot_starts_from_a_clean_disk(vm: VM) -> None:
+    vm.guest.shell("touch /root/before-reboot").check()
+    vm.reboot()
+    assert vm.guest.shell("test -e /root/before-reboot").returncode == 1
+    assert [p.name for p in vm.phases][-1] == "connect"
+
+
 def test_agent_log_tail_and_console_tail(vm: VM) -> None:
     assert vm.console_tail(200)
     assert any("listening" in line for line in vm.agent_log_tail(200))

@@ -29,6 +29,7 @@ from frame_codec import codec as codec_module
 from frame_codec import crc as crc_module
 from frame_codec import decoder as decoder_module
 
+# Property tests run without hypothesis deadlines: the shared machine may be busy.
 LIMIT = {Kind.REQUEST: MAX_REQUEST_PAYLOAD, Kind.RESPONSE: MAX_RESPONSE_PAYLOAD}
 NO_D = st.binary(max_size=200).map(lambda b: b.replace(b"D", b"d"))
 """Noise that cannot contain the start of a magic, so no frame can hide in it."""
@@ -72,6 +73,7 @@ def test_crc_check_value_of_123456789_is_0x29b1() -> None:
     assert crc16_ccitt_false(b"") == 0xFFFF
 
 
+@settings(deadline=None)
 @given(st.binary(max_size=300))
 def test_crc_matches_the_bitwise_definition_and_the_crc_package(data: bytes) -> None:
     import crc
@@ -112,6 +114,7 @@ def test_round_trip_for_every_payload_length_up_to_the_limit(kind: Kind) -> None
         assert decode_frame(wire) == Frame(kind, payload)
 
 
+@settings(deadline=None)
 @given(frames_strategy(MAX_REQUEST_PAYLOAD).filter(lambda f: len(f.payload) <= LIMIT[f.kind]))
 def test_round_trip_of_arbitrary_payloads(frame: Frame) -> None:
     assert decode_frame(encode_frame(frame.kind, frame.payload)) == frame
@@ -130,7 +133,7 @@ def test_encode_refuses_an_unknown_kind(kind: int) -> None:
         encode_frame(kind, b"x")
 
 
-@settings(max_examples=40)
+@settings(max_examples=40, deadline=None)
 @given(frames_strategy(32))
 def test_every_single_bit_corruption_is_detected(frame: Frame) -> None:
     wire = encode_frame(frame.kind, frame.payload)
@@ -141,7 +144,7 @@ def test_every_single_bit_corruption_is_detected(frame: Frame) -> None:
             decode_frame(bytes(corrupted))
 
 
-@settings(max_examples=40)
+@settings(max_examples=40, deadline=None)
 @given(st.sampled_from(Kind), NO_D.filter(lambda b: len(b) <= 32))
 def test_decoder_reports_every_single_bit_corruption_outside_the_length(
     kind: Kind, payload: bytes
@@ -158,6 +161,7 @@ def test_decoder_reports_every_single_bit_corruption_outside_the_length(
         assert all(isinstance(e, MalformedFrame) for e in events)
 
 
+@settings(deadline=None)
 @given(frames_strategy())
 def test_truncation_at_every_offset_is_a_partial_frame(frame: Frame) -> None:
     wire = encode_frame(frame.kind, frame.payload)
@@ -174,6 +178,7 @@ def test_truncation_at_every_offset_is_a_partial_frame(frame: Frame) -> None:
         assert not decoder.pending
 
 
+@settings(deadline=None)
 @given(frames_strategy(), st.binary(min_size=1, max_size=20))
 def test_trailing_bytes_make_a_malformed_frame(frame: Frame, trailing: bytes) -> None:
     with pytest.raises(MalformedFrame, match="unexpected bytes after"):
@@ -197,6 +202,7 @@ def test_bad_fields_are_malformed_frames(wire: bytes, message: str) -> None:
 # --- over-limit headers ---------------------------------------------------------------------
 
 
+@settings(deadline=None)
 @given(st.sampled_from(Kind), st.data())
 def test_over_limit_header_is_rejected_as_soon_as_the_header_is_seen(
     kind: Kind, data: st.DataObject
@@ -227,6 +233,7 @@ def test_decoder_limits_are_configurable_and_validated() -> None:
 # --- incremental decoding -------------------------------------------------------------------
 
 
+@settings(deadline=None)
 @given(st.lists(st.tuples(NO_D, frames_strategy()), max_size=8), NO_D)
 def test_decoder_resynchronises_after_noise(
     pieces: list[tuple[bytes, Frame]], tail_noise: bytes
@@ -240,6 +247,7 @@ def test_decoder_resynchronises_after_noise(
     assert all("noise" in str(e) for e in errors)
 
 
+@settings(deadline=None)
 @given(st.binary(max_size=3000), st.lists(frames_strategy(), min_size=1, max_size=5))
 def test_good_frames_survive_arbitrary_noise_in_front(noise: bytes, frames: list[Frame]) -> None:
     # Noise may hold fake headers that swallow what follows; padding completes them so the
@@ -260,6 +268,7 @@ def stream_strategy() -> st.SearchStrategy[bytes]:
     return st.lists(part, max_size=10).map(b"".join)
 
 
+@settings(deadline=None)
 @given(stream_strategy(), st.data())
 def test_any_split_of_the_stream_gives_the_same_events(stream: bytes, data: st.DataObject) -> None:
     whole = comparable(FrameDecoder().feed(stream))
@@ -270,7 +279,7 @@ def test_any_split_of_the_stream_gives_the_same_events(stream: bytes, data: st.D
     assert comparable(feed_all(FrameDecoder(), one_by_one)) == whole
 
 
-@settings(max_examples=30)
+@settings(max_examples=30, deadline=None)
 @given(st.lists(st.binary(min_size=1, max_size=9000), max_size=6))
 def test_memory_stays_bounded_under_a_garbage_stream(chunks: list[bytes]) -> None:
     decoder = FrameDecoder()

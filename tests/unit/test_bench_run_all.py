@@ -1,0 +1,67 @@
+"""bench/run_all.py: runs the scripts, pairs figures with their alternatives, edits the doc."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+RUN_ALL = Path(__file__).resolve().parents[2] / "bench" / "run_all.py"
+
+
+@pytest.fixture(scope="module")
+def run_all() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_run_all", RUN_ALL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_codec_script_runs_and_pairs_each_case_with_the_pure_python_crc(
+    run_all: ModuleType,
+) -> None:
+    outcome = run_all.run_script("codec", "debian", quick=True, timeout=300)
+    assert outcome["ok"], outcome.get("error")
+    rows = run_all.comparison_rows({"codec": outcome})
+    cases = outcome["result"]["results"]
+    assert len(rows) == len(cases)
+    assert all(row[2] == "pure-Python CRC" and row[4].endswith("better") for row in rows)
+
+
+def test_rows_compare_rivals_and_floors_and_skip_missing_figures(run_all: ModuleType) -> None:
+    benchmarks = {
+        "runtime": {
+            "ok": True,
+            "result": {"pull_64mib": {"agent_mb_s": 200.0, "qga_guest_file_read_mb_s": 50.0}},
+        },
+        "agent": {
+            "ok": True,
+            "result": {
+                "pull": {"pull_64mib_mb_per_s": 100.0, "baseline_local_cat_mb_per_s": 1000.0}
+            },
+        },
+    }
+    rows = {row[0]: row for row in run_all.comparison_rows(benchmarks)}
+    assert rows["file pull 64 MiB"][1:5] == [
+        "200 MB/s",
+        "QGA `guest-file-read`",
+        "50 MB/s",
+        "4.0x better",
+    ]
+    assert rows["pull 64 MiB on localhost"][4] == "10.0x the floor"
+    assert len(rows) == 2
+
+
+def test_only_the_generated_part_of_the_doc_is_replaced(
+    run_all: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = tmp_path / "performance.md"
+    doc.write_text(f"# Perf\nprose\n{run_all.BEGIN}\nold\n{run_all.END}\nafter\n")
+    monkeypatch.setattr(run_all, "PERFORMANCE", doc)
+    run_all.write_performance(f"{run_all.BEGIN}\nnew\n{run_all.END}\n")
+    assert doc.read_text() == f"# Perf\nprose\n{run_all.BEGIN}\nnew\n{run_all.END}\nafter\n"
