@@ -241,6 +241,10 @@ def newest_log():
             if lines:
                 break
         time.sleep(0.5)
+    else:
+        for other in sorted(present, key=os.path.getmtime, reverse=True):
+            if read(other).strip():
+                return other, read(other).splitlines()[-20:]
     return path, lines
 log_path, log_tail = newest_log()
 fw = shutil.which("firewall-cmd") is not None

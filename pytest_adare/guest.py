@@ -152,14 +152,14 @@ class AsyncKeyboard:
     async def type(self, text: str) -> None:
         """Type ``text`` as keystrokes."""
         if self._guest.host_gui is not None:
-            await self._guest.host_gui.atype_text(text)
+            await self._guest.on_home_loop(self._guest.host_gui.atype_text(text))
         else:
             await self._guest.call("keyboard", type="type", key=text)
 
     async def press(self, key: str) -> None:
         """Press and release one key, e.g. ``"enter"``."""
         if self._guest.host_gui is not None:
-            await self._guest.host_gui.asend_keys([key])
+            await self._guest.on_home_loop(self._guest.host_gui.asend_keys([key]))
         else:
             await self._guest.call("keyboard", type="press", key=key)
 
@@ -168,13 +168,18 @@ class AsyncKeyboard:
         if not keys:
             raise ValueError("hotkey() needs at least one key")
         if self._guest.host_gui is not None:
-            await self._guest.host_gui.asend_keys(list(keys))
+            await self._guest.on_home_loop(self._guest.host_gui.asend_keys(list(keys)))
         else:
             await self._guest.call("keyboard", type="hotkey", key="+".join(keys))
 
 
 class AsyncGuest:
-    """The async core of the facade; every method is a coroutine on the shared loop."""
+    """The async core of the facade.
+
+    The connection lives on the loop it was made on (the shared loop thread for VMs);
+    awaiting these methods from another loop (e.g. a pytest-asyncio test) is fine:
+    the work is handed to the connection's loop and awaited from yours.
+    """
 
     def __init__(self, connection: AgentConnection, *, host_gui: HostGui | None = None) -> None:
         self.events = EventHub()
@@ -182,6 +187,16 @@ class AsyncGuest:
         self.keyboard = AsyncKeyboard(self)
         self._connection = connection
         self._unsubscribe = connection.subscribe(self.events.dispatch)
+        try:
+            self._home = asyncio.get_running_loop()
+        except RuntimeError:
+            self._home = shared_loop().loop
+
+    async def on_home_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` on the connection's loop, from whichever loop runs the caller."""
+        if asyncio.get_running_loop() is self._home:
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._home))
 
     @property
     def connection(self) -> AgentConnection:
@@ -203,7 +218,7 @@ class AsyncGuest:
         self, tool: str, *, timeout: float | None = None, **params: Any
     ) -> dict[str, Any]:
         """Call any agent tool; returns its raw ``result`` dict (``success=false`` raises)."""
-        return await self._connection.call(tool, params, timeout)
+        return await self.on_home_loop(self._connection.call(tool, params, timeout))
 
     async def _checked(self, tool: str, **params: Any) -> dict[str, Any]:
         return tool_result(tool, await self.call(tool, **params))
@@ -380,7 +395,7 @@ class AsyncGuest:
     async def screenshot(self) -> Image.Image:
         """The guest's screen as a PIL image (agent, or QMP screendump with ``gui="host"``)."""
         if self.host_gui is not None:
-            return await self.host_gui.ascreendump()
+            return await self.on_home_loop(self.host_gui.ascreendump())
         result = await self._checked("screenshot")
         png = base64.b64decode(result["image"]["data"])
         image = Image.open(io.BytesIO(png))
@@ -401,21 +416,21 @@ class AsyncGuest:
 
     async def _pointer(self, tool: str, x: int, y: int, button: str, count: int) -> None:
         if self.host_gui is not None:
-            await self.host_gui.amouse_click(x, y, button, count)
+            await self.on_home_loop(self.host_gui.amouse_click(x, y, button, count))
         else:
             await self._checked(tool, x=x, y=y)
 
     async def goto(self, x: int, y: int) -> None:
         """Move the pointer to (x, y)."""
         if self.host_gui is not None:
-            await self.host_gui.amouse_move(x, y)
+            await self.on_home_loop(self.host_gui.amouse_move(x, y))
         else:
             await self._checked("goto", x=x, y=y)
 
     async def drag(self, x1: int, y1: int, x2: int, y2: int) -> None:
         """Press at (x1, y1), move to (x2, y2), release."""
         if self.host_gui is not None:
-            await self.host_gui.amouse_drag(x1, y1, x2, y2)
+            await self.on_home_loop(self.host_gui.amouse_drag(x1, y1, x2, y2))
         else:
             await self._checked("drag", x1=x1, y1=y1, x2=x2, y2=y2)
 
@@ -424,7 +439,7 @@ class AsyncGuest:
         if direction not in ("up", "down", "left", "right"):
             raise ValueError(f"scroll direction must be up/down/left/right, got {direction!r}")
         if self.host_gui is not None:
-            await self.host_gui.ascroll(direction, amount)
+            await self.on_home_loop(self.host_gui.ascroll(direction, amount))
         else:
             await self._checked("scroll", direction=direction, amount=amount)
 

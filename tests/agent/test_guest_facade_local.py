@@ -146,3 +146,21 @@ def test_sync_guest_runs_on_the_shared_loop(shared_loop_agent: AdareVMServer) ->
         assert guest.call("get_timestamp")["timestamp"] > 0
     finally:
         shared_loop().run(client.close(), timeout=30)
+
+
+@pytest.mark.asyncio
+async def test_async_twin_awaited_from_another_loop(shared_loop_agent: AdareVMServer) -> None:
+    """Like ``async_guest`` in a pytest-asyncio test: the VM's connection is on the loop thread."""
+    assert shared_loop_agent.listen_address is not None
+    port = shared_loop_agent.listen_address[1]
+
+    async def connect() -> AsyncGuest:
+        return AsyncGuest(await AgentClient.connect("127.0.0.1", port, TOKEN))
+
+    aio = shared_loop().run(connect(), timeout=30)
+    try:
+        result = await aio.shell("echo from-test-loop")
+        assert result.stdout == "from-test-loop\n"
+        assert (await aio.call("get_timestamp"))["timestamp"] > 0
+    finally:
+        await aio.on_home_loop(aio.connection.close())

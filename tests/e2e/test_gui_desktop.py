@@ -190,9 +190,11 @@ def test_wait_for_image_times_out_with_the_last_screenshot(desktop: Guest) -> No
 
 
 def test_host_side_screendump_and_typing_reach_the_terminal(
-    vm: VM, host_side: Guest, desktop: Guest
+    vm: VM, host_side: Guest, desktop: Guest, manifest: ImageManifest
 ) -> None:
-    assert host_side.screenshot().size == desktop.screenshot().size
+    screen = host_side.screenshot()
+    assert screen.size == vm.screendump().size
+    assert manifest.display is None or screen.size == manifest.display
     marker = f"host-{secrets.token_hex(6)}"
     host_side.keyboard.type(f"echo {marker} > /tmp/host-typed.txt")
     host_side.keyboard.press("enter")
