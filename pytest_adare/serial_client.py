@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 import logging
 import os
@@ -31,19 +30,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, overload
 
-from adare_guest.protocol import (
-    MAX_HOST_MESSAGE,
-    Connect,
-    Event,
-    Ping,
-    Pong,
-    ProtocolError,
-    ToolCall,
-    ToolResult,
-    encode_message,
-    new_id,
-    parse_message,
-)
 from adare_guest.serial_link import (
     DEFAULT_MAX_GUEST_MESSAGE,
     SEND_CHUNK,
@@ -58,10 +44,9 @@ from adare_guest.serial_link import (
     Retry,
     fragments,
 )
-from pytest_adare.client import CLIENT_INFO as WEBSOCKET_CLIENT_INFO
-from pytest_adare.client import DEFAULT_CALL_TIMEOUT, TIMEOUT_GRACE
-from pytest_adare.connection import EventCallback
-from pytest_adare.errors import AgentDisconnected, ProtocolViolation, ToolError, VMTimeout
+from pytest_adare.call_router import CLIENT_INFO as WEBSOCKET_CLIENT_INFO
+from pytest_adare.call_router import CallRouter
+from pytest_adare.errors import AgentDisconnected, ProtocolViolation
 
 log = logging.getLogger(__name__)
 
@@ -219,30 +204,18 @@ class _PingMethod:
         return obj.ping_connected
 
 
-class SerialAgentClient:
+class SerialAgentClient(CallRouter):
     """A live serial link to the agent; create it with :meth:`connect`."""
 
     ping = _PingMethod()
 
     def __init__(self, channel: SerialLinkChannel, *, max_message: int = DEFAULT_MAX_GUEST_MESSAGE):
-        self.peer = channel.peer
+        super().__init__(channel.peer, disconnect_type=AgentDisconnected)
         self._channel = channel
         self._inbound = Reassembler(max_message)
-        self._pending: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
-        self._subscribers: list[EventCallback] = []
-        self._events: asyncio.Queue[Event | None] = asyncio.Queue()
-        self._connect_reply: asyncio.Future[dict[str, Any]] = (
-            asyncio.get_running_loop().create_future()
-        )
-        self._welcome: dict[str, Any] = {}
-        self._failure: Exception | None = None
         self._wake = asyncio.Event()
-        self._background: set[asyncio.Task[None]] = set()
         self.link_info: dict[str, Any] = {}
         self._poller: asyncio.Task[None] | None = None
-        self._dispatcher = asyncio.create_task(
-            self._dispatch_loop(), name=f"serial-events {self.peer}"
-        )
 
     # -- connecting -------------------------------------------------------------------
 
@@ -289,15 +262,10 @@ class SerialAgentClient:
             ) from None
         self.link_info = _json_object(body, "OPEN answer")
         self._poller = asyncio.create_task(self._poll_loop(), name=f"serial-poll {self.peer}")
-        hello = Connect(client_info=dict(CLIENT_INFO), id=new_id(), timestamp=time.time())
-        await self._send_message(encode_message(hello))
-        remaining = max(1.0, deadline - time.monotonic())
         try:
-            await asyncio.wait_for(asyncio.shield(self._connect_reply), remaining)
-        except asyncio.TimeoutError:
-            raise AgentDisconnected(
-                f"no answer to our connect message over {self.peer} within {remaining:.1f} s"
-            ) from None
+            await self._exchange_connect(CLIENT_INFO, max(1.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError as exc:
+            raise AgentDisconnected(str(exc)) from None
 
     @classmethod
     async def ping_path(cls, path: str | os.PathLike[str], timeout: float = 5.0) -> dict[str, Any]:
@@ -314,70 +282,10 @@ class SerialAgentClient:
         finally:
             await channel.close()
 
-    # -- the AgentConnection interface --------------------------------------------------
-
-    @property
-    def server_info(self) -> dict[str, Any]:
-        """The agent's ``connect`` answer (version, bundle_hash, tools...) over its welcome."""
-        reply = self._connect_reply.result() if self._connect_reply.done() else {}
-        return {**self._welcome, **reply}
-
-    @property
-    def closed(self) -> bool:
-        """True once the link is gone (closed by us or dropped)."""
-        return self._failure is not None
-
     async def ping_connected(self) -> dict[str, Any]:
         """The agent's health report (version, listen address, listening, uptime, last error)."""
-        self._check_open("ping")
+        self._check_open("send ping")
         return _json_object(await self._channel.exchange(Op.PING), "health report")
-
-    async def call(
-        self, tool: str, params: dict[str, Any] | None = None, timeout: float | None = None
-    ) -> dict[str, Any]:
-        """Call ``tool`` with ``params`` and return its ``result`` dict.
-
-        :raise ToolError: the agent answered ``success=false``.
-        :raise AgentDisconnected: the link dropped first.
-        :raise VMTimeout: no answer in time.
-        :raise ValueError: the message is above the 16 MiB host→guest limit.
-        """
-        params = dict(params or {})
-        if timeout is None:
-            own = params.get("timeout")
-            timeout = (
-                float(own) + TIMEOUT_GRACE
-                if isinstance(own, (int, float))
-                else DEFAULT_CALL_TIMEOUT
-            )
-        message = ToolCall(tool=tool, params=params, id=new_id(), timestamp=time.time())
-        text = encode_message(message)
-        if len(text.encode()) > MAX_HOST_MESSAGE:
-            raise ValueError(
-                f"tool call {tool!r} is {len(text.encode()) / 2**20:.1f} MiB, above the "
-                f"{MAX_HOST_MESSAGE // 2**20} MiB host→guest message limit; send smaller chunks"
-            )
-        self._check_open(repr(tool))
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[message.id] = (tool, future)
-        try:
-            await self._send_message(text)
-            self._wake.set()
-            return await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
-            raise VMTimeout(f"the agent's answer to {tool!r} over {self.peer}", timeout) from None
-        finally:
-            self._pending.pop(message.id, None)
-
-    def subscribe(self, callback: EventCallback) -> Callable[[], None]:
-        """Call ``callback(event)`` for every agent event; returns the unsubscribe function."""
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            with contextlib.suppress(ValueError):
-                self._subscribers.remove(callback)
-
-        return unsubscribe
 
     async def close(self) -> None:
         """Close the link; calls still pending fail with :class:`AgentDisconnected`."""
@@ -392,17 +300,11 @@ class SerialAgentClient:
             with contextlib.suppress(AgentDisconnected, RemoteError):
                 await self._channel.exchange(Op.CLOSE)
         await self._channel.close()
-        self._events.put_nowait(None)
-        with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
-            await asyncio.wait_for(self._dispatcher, 5.0)
+        await self._stop_events()
 
     # -- sending and polling ------------------------------------------------------------
 
-    def _check_open(self, what: str) -> None:
-        if self._failure is not None:
-            raise AgentDisconnected(f"cannot send {what}: {self._failure}")
-
-    async def _send_message(self, text: str) -> None:
+    async def _transmit(self, text: str) -> None:
         data = text.encode()
         try:
             for fragment in fragments(data, SEND_CHUNK):
@@ -414,6 +316,7 @@ class SerialAgentClient:
         except AgentDisconnected as exc:
             self._fail_all(exc)
             raise
+        self._wake.set()  # an answer is coming: poll at once
 
     async def _poll_loop(self) -> None:
         pause = 0.0
@@ -444,70 +347,8 @@ class SerialAgentClient:
         except LinkError as exc:
             raise ProtocolViolation(f"bad fragment from the agent on {self.peer}: {exc}") from exc
         if message is not None:
-            self._handle(self._parse(message))
+            self._receive(message)
         return True
-
-    def _parse(self, data: bytes) -> Any:
-        try:
-            return parse_message(data)
-        except ProtocolError as exc:
-            raise ProtocolViolation(
-                f"the agent on {self.peer} sent an invalid message ({exc}): {data[:200]!r}"
-            ) from exc
-
-    def _handle(self, message: Any) -> None:
-        if isinstance(message, ToolResult):
-            self._resolve(message)
-        elif isinstance(message, Event):
-            server_info = message.data.get("server_info")
-            if isinstance(server_info, dict) and not self._welcome:
-                self._welcome = dict(server_info)
-            self._events.put_nowait(message)
-        elif isinstance(message, Connect):
-            if not self._connect_reply.done():
-                self._connect_reply.set_result(dict(message.client_info))
-        elif isinstance(message, Ping):
-            pong = encode_message(Pong(id=message.id, timestamp=time.time()))
-            task = asyncio.create_task(self._send_quietly(pong))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-
-    async def _send_quietly(self, text: str) -> None:
-        with contextlib.suppress(AgentDisconnected, ProtocolViolation):
-            await self._send_message(text)
-
-    def _resolve(self, message: ToolResult) -> None:
-        entry = self._pending.pop(message.id, None)
-        if entry is None:
-            return
-        tool, future = entry
-        if future.done():
-            return
-        if message.success:
-            future.set_result(dict(message.result or {}))
-        else:
-            future.set_exception(ToolError(tool, message.error or "call failed", message.result))
-
-    def _fail_all(self, failure: Exception) -> None:
-        if self._failure is None:
-            self._failure = failure
-        pending, self._pending = self._pending, {}
-        for tool, future in pending.values():
-            if not future.done():
-                future.set_exception(AgentDisconnected(f"{tool!r} got no answer: {self._failure}"))
-        if not self._connect_reply.done():
-            self._connect_reply.set_exception(AgentDisconnected(str(self._failure)))
-            self._connect_reply.exception()
-
-    async def _dispatch_loop(self) -> None:
-        while (event := await self._events.get()) is not None:
-            for callback in list(self._subscribers):
-                try:
-                    outcome = callback(event)
-                    if inspect.isawaitable(outcome):
-                        await outcome
-                except Exception:
-                    log.exception("event subscriber %r failed on %s", callback, event.event_type)
 
 
 def _json_object(body: bytes, what: str) -> dict[str, Any]:

@@ -91,6 +91,7 @@ def bootstrap(recipe: Recipe, target: Path, kernel_dir: Path, mirror: str, log: 
         "--include=" + ",".join((*recipe.packages, recipe.kernel_package)),
         '--aptopt=Acquire::Retries "3"',
         *(f"--dpkgopt={rule}" for rule in _DPKG_EXCLUDES),
+        *(f"--dpkgopt=path-exclude={glob}" for glob in recipe.dpkg_excludes),
         f"--customize-hook=copy-out /boot /lib/modules {kernel_dir}",
         f"--customize-hook={_purge_kernel_hook(recipe)}",
         recipe.suite,

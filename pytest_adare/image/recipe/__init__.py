@@ -68,6 +68,8 @@ class Recipe:
     """Flags for the agent's ``python3``: ``-S`` skips site-packages (faster start)."""
     scripts: tuple[str, ...]
     inittab_extra: tuple[str, ...]
+    dpkg_excludes: tuple[str, ...] = ()
+    """Extra files dpkg never unpacks (dpkg ``path-exclude`` globs)."""
 
     def script(self, name: str) -> bytes:
         """The bytes of one recipe file in this package."""
@@ -119,4 +121,6 @@ def debian_recipe(desktop: bool = False, suite: str = DEFAULT_SUITE) -> Recipe:
         python_flags="",
         scripts=(*_COMMON_SCRIPTS, "sysinit-extra-desktop.sh", "desktop-session.sh"),
         inittab_extra=("::respawn:/adare/init/desktop-session.sh",),
+        # Mesa's GL drivers and LLVM (~150 MB) are only needed for GLX, which nobody uses.
+        dpkg_excludes=("/usr/lib/x86_64-linux-gnu/dri/*", "/usr/lib/x86_64-linux-gnu/libLLVM*"),
     )

@@ -1,0 +1,236 @@
+"""The transport-independent half of an agent client: calls, results and events.
+
+Both host clients (:class:`pytest_adare.client.AgentClient` over WebSocket and
+:class:`pytest_adare.serial_client.SerialAgentClient` over the DV serial link) derive
+from :class:`CallRouter`. It keeps pending calls keyed by id, turns ``tool_result``
+messages into results or :class:`ToolError`, answers the agent's pings, hands events to
+subscribers from a task of their own (a slow subscriber never delays a result) and,
+when the transport reports it is gone, fails every pending call at once. A transport
+only implements :meth:`CallRouter._transmit` (send one message's JSON text), feeds
+each received message to :meth:`CallRouter._receive` and calls
+:meth:`CallRouter._fail_all` / :meth:`CallRouter._stop_events` as it goes down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+from adare_guest import __version__
+from adare_guest.identity import PROTOCOL_VERSION
+from adare_guest.protocol import (
+    MAX_HOST_MESSAGE,
+    Connect,
+    Event,
+    Ping,
+    Pong,
+    ProtocolError,
+    ToolCall,
+    ToolResult,
+    encode_message,
+    new_id,
+    parse_message,
+)
+from pytest_adare.connection import EventCallback
+from pytest_adare.errors import AgentDisconnected, ProtocolViolation, ToolError, VMTimeout
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CALL_TIMEOUT = 300.0
+"""Host-side bound on a call when neither the caller nor the tool's params give one."""
+TIMEOUT_GRACE = 30.0
+"""Added to a tool's own ``timeout`` param: the agent enforces that one and answers."""
+CLIENT_INFO = {"name": "pytest-adare", "version": __version__, "protocol_version": PROTOCOL_VERSION}
+
+
+def call_timeout(params: dict[str, Any]) -> float:
+    """The host-side bound for a call with ``params``: their ``timeout`` plus a grace."""
+    own = params.get("timeout")
+    return float(own) + TIMEOUT_GRACE if isinstance(own, (int, float)) else DEFAULT_CALL_TIMEOUT
+
+
+class CallRouter(ABC):
+    """Routes calls and events over one transport; subclasses only move message text.
+
+    ``disconnect_type`` is the exception pending calls fail with when the transport goes
+    down; ``None`` means "the same type as the failure" (a protocol violation then fails
+    them with :class:`ProtocolViolation`).
+    """
+
+    def __init__(
+        self, peer: str, *, disconnect_type: type[Exception] | None = None
+    ) -> None:
+        self.peer = peer
+        self._disconnect_type = disconnect_type
+        self._pending: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
+        self._subscribers: list[EventCallback] = []
+        self._events: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._connect_reply: asyncio.Future[dict[str, Any]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._welcome: dict[str, Any] = {}
+        self._failure: Exception | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._dispatcher = asyncio.create_task(self._dispatch_loop(), name=f"agent-events {peer}")
+
+    @abstractmethod
+    async def _transmit(self, text: str) -> None:
+        """Send one protocol message's JSON text; raise :class:`AgentDisconnected` if gone."""
+
+    # -- the AgentConnection interface ------------------------------------------------
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """The agent's ``connect`` answer (version, bundle_hash, tools...) over its welcome."""
+        reply = self._connect_reply.result() if self._connect_reply.done() else {}
+        return {**self._welcome, **reply}
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is gone (closed by us, by the agent, or dropped)."""
+        return self._failure is not None
+
+    async def call(
+        self, tool: str, params: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Call ``tool`` with ``params`` and return its ``result`` dict.
+
+        ``timeout`` (seconds) bounds the wait on the host; by default it is the tool's own
+        ``timeout`` param plus a grace period, else :data:`DEFAULT_CALL_TIMEOUT`.
+
+        :raise ToolError: the agent answered ``success=false``.
+        :raise AgentDisconnected: the connection dropped first.
+        :raise VMTimeout: no answer in time.
+        :raise ValueError: the message is above the 16 MiB host→guest limit.
+        """
+        params = dict(params or {})
+        if timeout is None:
+            timeout = call_timeout(params)
+        message = ToolCall(tool=tool, params=params, id=new_id(), timestamp=time.time())
+        text = encode_message(message)
+        size = len(text.encode())
+        if size > MAX_HOST_MESSAGE:
+            raise ValueError(
+                f"tool call {tool!r} is {size / 2**20:.1f} MiB, above the "
+                f"{MAX_HOST_MESSAGE // 2**20} MiB host→guest message limit; send smaller chunks"
+            )
+        self._check_open(f"call {tool!r}")
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[message.id] = (tool, future)
+        try:
+            await self._transmit(text)
+            return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            raise VMTimeout(f"the agent's answer to {tool!r} from {self.peer}", timeout) from None
+        finally:
+            self._pending.pop(message.id, None)
+
+    def subscribe(self, callback: EventCallback) -> Callable[[], None]:
+        """Call ``callback(event)`` for every agent event; returns the unsubscribe function."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    # -- for the transports -------------------------------------------------------------
+
+    def _check_open(self, what: str) -> None:
+        if self._failure is not None:
+            raise AgentDisconnected(f"cannot {what}: {self._failure}")
+
+    async def _exchange_connect(self, client_info: dict[str, Any], timeout: float) -> None:
+        """Send our ``connect`` and wait for the agent's answer.
+
+        :raise asyncio.TimeoutError: no answer within ``timeout`` seconds.
+        """
+        hello = Connect(client_info=dict(client_info), id=new_id(), timestamp=time.time())
+        await self._transmit(encode_message(hello))
+        try:
+            await asyncio.wait_for(asyncio.shield(self._connect_reply), timeout)
+        except asyncio.TimeoutError:
+            raise asyncio.TimeoutError(
+                f"no answer to our connect message from {self.peer} within {timeout:.1f} s"
+            ) from None
+
+    def _receive(self, data: str | bytes) -> None:
+        """Route one whole message as received (JSON text).
+
+        :raise ProtocolViolation: it is not a valid protocol message.
+        """
+        try:
+            message = parse_message(data)
+        except ProtocolError as exc:
+            raise ProtocolViolation(
+                f"the agent at {self.peer} sent an invalid message ({exc}): {data[:200]!r}"
+            ) from exc
+        if isinstance(message, ToolResult):
+            self._resolve(message)
+        elif isinstance(message, Event):
+            server_info = message.data.get("server_info")
+            if isinstance(server_info, dict) and not self._welcome:
+                self._welcome = dict(server_info)
+            self._events.put_nowait(message)
+        elif isinstance(message, Connect):
+            if not self._connect_reply.done():
+                self._connect_reply.set_result(dict(message.client_info))
+        elif isinstance(message, Ping):
+            pong = encode_message(Pong(id=message.id, timestamp=time.time()))
+            task = asyncio.create_task(self._transmit_quietly(pong))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def _fail_all(self, failure: Exception) -> None:
+        """Mark the connection gone (the first cause wins); fail every pending call."""
+        if self._failure is None:
+            self._failure = failure
+        error_type = self._disconnect_type or type(self._failure)
+        pending, self._pending = self._pending, {}
+        for tool, future in pending.values():
+            if not future.done():
+                future.set_exception(error_type(f"{tool!r} got no answer: {self._failure}"))
+        if not self._connect_reply.done():
+            self._connect_reply.set_exception(error_type(str(self._failure)))
+            self._connect_reply.exception()  # retrieved here; connect() re-raises via shield
+
+    async def _stop_events(self) -> None:
+        """Let the event dispatcher finish what is queued, then stop it (bounded: 5 s)."""
+        self._events.put_nowait(None)
+        with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
+            await asyncio.wait_for(self._dispatcher, 5.0)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _resolve(self, message: ToolResult) -> None:
+        entry = self._pending.pop(message.id, None)
+        if entry is None:  # the caller timed out or was cancelled meanwhile
+            return
+        tool, future = entry
+        if future.done():
+            return
+        if message.success:
+            future.set_result(dict(message.result or {}))
+        else:
+            future.set_exception(ToolError(tool, message.error or "call failed", message.result))
+
+    async def _transmit_quietly(self, text: str) -> None:
+        with contextlib.suppress(AgentDisconnected, ProtocolViolation):
+            await self._transmit(text)
+
+    async def _dispatch_loop(self) -> None:
+        while (event := await self._events.get()) is not None:
+            for callback in list(self._subscribers):
+                try:
+                    outcome = callback(event)
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                except Exception:
+                    log.exception("event subscriber %r failed on %s", callback, event.event_type)
