@@ -29,6 +29,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from adare_guest import __version__
+from adare_guest.base64_text import encode_with_base64_text
 from adare_guest.config import AgentConfig
 from adare_guest.identity import agent_identity, bundle_hash
 from adare_guest.protocol import (
@@ -89,6 +90,17 @@ def default_groups() -> list[GroupFactory]:
         groups.append(group)
     return groups
 
+
+
+async def _exit_is_an_error(call: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """Await a tool, turning ``SystemExit`` (a library calling ``exit()``) into an error.
+
+    Inside its own task, a ``SystemExit`` would escape asyncio and end the whole agent.
+    """
+    try:
+        return await call
+    except SystemExit as exc:
+        raise RuntimeError(f"the tool called exit({exc.code!r})") from None
 
 class ChainTools(ToolGroup):
     """``chain_commands``: run several tool calls in order within one call."""
@@ -365,12 +377,18 @@ class Session:
     async def send(self, msg: Message) -> None:
         """Encode and send ``msg`` (dropped silently once the session is closed).
 
-        Big results (snapshots) are encoded piecewise in a worker thread so the
-        event loop keeps answering other calls meanwhile.
+        Base64 file chunks are spliced in as they are (no JSON escaping scan); other
+        big results (snapshots) are encoded piecewise in a worker thread so the event
+        loop keeps answering other calls meanwhile.
         """
         try:
             if is_large_message(msg):
-                text = await asyncio.to_thread(lambda: "".join(iter_encode_message(msg)))
+                spliced = encode_with_base64_text(msg)
+                text = (
+                    spliced
+                    if spliced is not None
+                    else await asyncio.to_thread(lambda: "".join(iter_encode_message(msg)))
+                )
             else:
                 text = encode_message(msg)
         except (TypeError, ValueError) as exc:
@@ -458,7 +476,7 @@ class Session:
         started = time.monotonic()
         log.info("call %s %s params=%s", call.id, bound.name, sorted(params))
         try:
-            result = await asyncio.wait_for(bound.func(ctx, **params), limit)
+            result = await asyncio.wait_for(_exit_is_an_error(bound.func(ctx, **params)), limit)
         except TimeoutError:
             ctx.kill_processes()
             reply = ToolResult(

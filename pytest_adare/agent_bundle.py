@@ -28,6 +28,7 @@ import io
 import os
 import py_compile
 import tempfile
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +97,10 @@ def _package_files(name: str) -> list[tuple[str, Path]]:
 
 
 def _compile(source: Path, archive_name: str) -> bytes:
-    with tempfile.TemporaryDirectory() as tmp:
+    # Third-party code has invalid escapes ("\\e" in pyautogui): not our warning to show.
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", SyntaxWarning)
         target = Path(tmp) / "out.pyc"
         py_compile.compile(
             str(source),

@@ -63,9 +63,7 @@ class CallRouter(ABC):
     them with :class:`ProtocolViolation`).
     """
 
-    def __init__(
-        self, peer: str, *, disconnect_type: type[Exception] | None = None
-    ) -> None:
+    def __init__(self, peer: str, *, disconnect_type: type[Exception] | None = None) -> None:
         self.peer = peer
         self._disconnect_type = disconnect_type
         self._pending: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -47,8 +46,6 @@ from adare_guest.serial_link import (
 from pytest_adare.call_router import CLIENT_INFO as WEBSOCKET_CLIENT_INFO
 from pytest_adare.call_router import CallRouter
 from pytest_adare.errors import AgentDisconnected, ProtocolViolation
-
-log = logging.getLogger(__name__)
 
 EXCHANGE_TIMEOUT = 4.0
 """Seconds to wait for the answer to one request before sending it again."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+from adare_guest.base64_text import Base64Text
 from adare_guest.config import AgentConfig
 from adare_guest.tools.base import AgentState, CallContext, ToolGroup, tool
 
@@ -94,41 +95,93 @@ def sha256_file(path: str, stop: Callable[[], bool] | None = None) -> str:
 # --------------------------------------------------------------------------- pull
 
 
+PULL_HASH_BUFFER = 32 * 1024 * 1024
+"""Bytes of chunks read ahead of the running hash that wait for their turn in memory."""
+PULL_HASH_WAIT = 60.0
+"""Seconds the last chunk waits for earlier ones still being read before re-reading."""
+
+
 @dataclass
 class _PullProgress:
-    """Incremental hash of a file being pulled in order, so the last chunk costs no re-read."""
+    """Incremental hash of a file being pulled, so the last chunk costs no re-read.
+
+    The host keeps a few chunk requests in flight, so chunks may be read out of order;
+    one that is ahead waits (held in :attr:`ahead`) until the hash reaches its offset.
+    """
 
     key: tuple[int, int, int, float]
     digest: Any = field(default_factory=hashlib.sha256)
     next_offset: int = 0
+    ahead: dict[int, bytes] = field(default_factory=dict)
+    broken: bool = False
+
+    def add(self, offset: int, data: bytes) -> None:
+        if self.broken or offset < self.next_offset:
+            return
+        self.ahead[offset] = data
+        while (block := self.ahead.pop(self.next_offset, None)) is not None:
+            self.digest.update(block)
+            self.next_offset += len(block)
+            if not block:
+                break
+        if sum(map(len, self.ahead.values())) > PULL_HASH_BUFFER:
+            self.broken, self.ahead = True, {}  # a gap that never fills: re-read at the end
 
 
 class _PullHashes:
-    """A few in-flight pulls' running hashes (LRU)."""
+    """A few in-flight pulls' running hashes (LRU).
+
+    :meth:`begin` (on the event loop, in call order) and :meth:`end` bracket each chunk
+    read, so the last chunk can wait for the chunks still being read before it.
+    """
 
     def __init__(self, capacity: int = 16) -> None:
         self._items: OrderedDict[str, _PullProgress] = OrderedDict()
+        self._readers: dict[str, int] = {}
         self._capacity = capacity
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
+
+    def begin(self, path: str) -> None:
+        with self._changed:
+            self._readers[path] = self._readers.get(path, 0) + 1
+
+    def end(self, path: str) -> None:
+        with self._changed:
+            left = self._readers.pop(path, 1) - 1
+            if left:
+                self._readers[path] = left
+            self._changed.notify_all()
 
     def feed(self, path: str, key: tuple[int, int, int, float], offset: int, data: bytes) -> None:
-        with self._lock:
+        with self._changed:
             progress = self._items.get(path)
-            if offset == 0 or progress is None or progress.key != key:
+            if progress is None or progress.key != key or (offset == 0 and progress.next_offset):
                 progress = _PullProgress(key)
                 self._items[path] = progress
             self._items.move_to_end(path)
-            if progress.next_offset == offset:
-                progress.digest.update(data)
-                progress.next_offset += len(data)
+            progress.add(offset, data)
             while len(self._items) > self._capacity:
                 self._items.popitem(last=False)
+            self._changed.notify_all()
 
     def finish(self, path: str, key: tuple[int, int, int, float], size: int) -> str | None:
-        with self._lock:
-            progress = self._items.pop(path, None)
-        if progress is None or progress.key != key or progress.next_offset != size:
-            return None
+        """The whole file's hash, once the chunks read before this last one are fed."""
+
+        def settled() -> bool:
+            progress = self._items.get(path)
+            return (
+                progress is None
+                or progress.key != key
+                or progress.next_offset == size
+                or self._readers.get(path, 0) <= 1  # nobody else is reading this file
+            )
+
+        with self._changed:
+            self._changed.wait_for(settled, PULL_HASH_WAIT)
+            progress = self._items.get(path)
+            if progress is None or progress.key != key or progress.next_offset != size:
+                return None
+            del self._items[path]
         return str(progress.digest.hexdigest())
 
 
@@ -158,7 +211,7 @@ def _pull(path: str, index: int, chunk_size: int, hashes: _PullHashes) -> dict[s
             "status": "success",
             "chunk_index": index,
             "total_chunks": total,
-            "chunk_data": base64.b64encode(data).decode("ascii"),
+            "chunk_data": Base64Text.of(data),
             "chunk_size": len(data),
             "file_size": size,
             "is_directory": False,
@@ -452,6 +505,7 @@ class FileTools(ToolGroup):
         chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> dict[str, Any]:
         """Chunk ``chunk_index`` of ``guest_path`` as base64 (see DESIGN §3 for the keys)."""
+        self._pull_hashes.begin(guest_path)
         try:
             return await ctx.run_in_thread(
                 _pull, guest_path, chunk_index, chunk_size, self._pull_hashes
@@ -462,6 +516,8 @@ class FileTools(ToolGroup):
                 chunk_index=chunk_index,
                 is_directory=False,
             )
+        finally:
+            self._pull_hashes.end(guest_path)
 
     @tool(timeout=120)
     async def push_file_chunk(

@@ -82,6 +82,9 @@ def load_pyautogui() -> types.ModuleType:
             "no X display: DISPLAY is not set for the agent (start it inside the X session "
             "or set DISPLAY, e.g. DISPLAY=:0; Wayland is not supported)"
         )
+    # pyautogui imports mouseinfo, which calls sys.exit() when tkinter is missing (it is in
+    # our guests); the agent needs none of it, so it is blocked before the import.
+    sys.modules.setdefault("mouseinfo", None)  # type: ignore[arg-type]
     try:
         import pyautogui
     except ImportError as exc:
@@ -89,7 +92,7 @@ def load_pyautogui() -> types.ModuleType:
             f"pyautogui is not installed in the guest ({exc}); build the agent bundle with "
             "gui=True or pip install pyautogui"
         ) from None
-    except Exception as exc:  # Xlib raises its own errors when the display is unreachable
+    except (Exception, SystemExit) as exc:  # Xlib raises its own errors; deps may exit()
         raise GuiUnavailable(
             f"pyautogui cannot open display {os.environ.get('DISPLAY')!r}: "
             f"{type(exc).__name__}: {exc}"

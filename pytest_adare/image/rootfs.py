@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from pytest_adare.errors import ImageError
+from pytest_adare.errors import ImageError, format_tail
 from pytest_adare.image.initrd import module_load_order
 from pytest_adare.image.recipe import Recipe
 
@@ -52,8 +52,8 @@ def run_logged(argv: list[str], log: Path, what: str, timeout: float) -> None:
 
 
 def _tail(log: Path, lines: int = 25) -> str:
-    text = log.read_text(errors="replace").splitlines()[-lines:]
-    return f"last lines of {log}:\n" + "\n".join(f"  | {line}" for line in text)
+    return format_tail(log.read_text(errors="replace").splitlines()[-lines:],
+                       f"last lines of {log}")
 
 
 # After copying the kernel out, purge it and what only it needed. Always through

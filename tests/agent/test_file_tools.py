@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import hashlib
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from adare_guest.tools.files import _PullHashes
 
 pytestmark = pytest.mark.asyncio
 MIB = 1024 * 1024
@@ -109,6 +112,41 @@ async def test_pull_out_of_order_still_gives_the_whole_file_hash(
     path.write_bytes(content)
     last = await client.ok("pull_file_chunk", guest_path=str(path), chunk_index=4, chunk_size=1024)
     assert last["eof"] and last["sha256"] == hashlib.sha256(content).hexdigest()
+
+
+async def test_pull_with_chunks_in_flight_at_once_gives_the_whole_file_hash(
+    client: Any, tmp_path: Path
+) -> None:
+    path = tmp_path / "f.bin"
+    content = os.urandom(10 * 1024 + 17)
+    path.write_bytes(content)
+    calls = [
+        client.ok("pull_file_chunk", guest_path=str(path), chunk_index=i, chunk_size=1024)
+        for i in (0, 10, 9, 2, 1, 3, 5, 4, 8, 6, 7)
+    ]
+    results = await asyncio.gather(*calls)
+    by_index = {r["chunk_index"]: r for r in results}
+    data = b"".join(base64.b64decode(by_index[i]["chunk_data"]) for i in range(11))
+    assert data == content
+    assert by_index[10]["eof"] and by_index[10]["sha256"] == hashlib.sha256(content).hexdigest()
+
+
+async def test_running_hash_takes_chunks_out_of_order_without_rereading() -> None:
+    hashes = _PullHashes()
+    key = (1, 2, 3000, 4.0)
+    blocks = [os.urandom(1000) for _ in range(3)]
+    hashes.begin("/f")
+    for offset in (2000, 0, 1000):
+        hashes.feed("/f", key, offset, blocks[offset // 1000])
+    assert hashes.finish("/f", key, 3000) == hashlib.sha256(b"".join(blocks)).hexdigest()
+
+
+async def test_running_hash_gives_up_on_a_gap_nobody_fills() -> None:
+    hashes = _PullHashes()
+    key = (1, 2, 3000, 4.0)
+    hashes.begin("/f")
+    hashes.feed("/f", key, 2000, os.urandom(1000))
+    assert hashes.finish("/f", key, 3000) is None  # the tool then hashes the file itself
 
 
 @pytest.mark.parametrize(

@@ -311,6 +311,11 @@ class SlowTools(ToolGroup):
         raise RuntimeError("tool exploded")
 
     @tool(timeout=5)
+    async def exits(self, ctx: CallContext) -> dict[str, Any]:
+        await asyncio.to_thread(sys.exit, "a library called exit()")
+        return {"status": "success"}
+
+    @tool(timeout=5)
     async def not_a_dict(self, ctx: CallContext) -> dict[str, Any]:
         return [1, 2]  # type: ignore[return-value]
 
@@ -341,6 +346,8 @@ async def test_server_side_timeouts_crashes_and_bad_results_become_failed_result
     assert slow["success"] is False and "timed out after 5.3 s" in slow["error"]
     crash = await guarded_client.call("crash")
     assert crash["success"] is False and crash["error"] == "RuntimeError: tool exploded"
+    exited = await guarded_client.call("exits")
+    assert exited["success"] is False and "a library called exit()" in exited["error"]
     odd = await guarded_client.call("not_a_dict")
     assert odd["success"] is False and "returned list" in odd["error"]
     bad = await guarded_client.call("unserialisable")
