@@ -28,7 +28,7 @@ class Base64Text(str):
     @classmethod
     def of(cls, data: bytes) -> Base64Text:
         """The standard base64 of ``data`` (no newlines)."""
-        return cls(binascii.b2a_base64(data, newline=False).decode("ascii"))
+        return cls(binascii.b2a_base64(data, newline=False), "ascii")  # decoded in place
 
 
 def encode_with_base64_text(msg: Message) -> str | None:

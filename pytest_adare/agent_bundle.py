@@ -51,8 +51,16 @@ GUI_PACKAGES = (
 # small, which matters: a guest reads a bundle handed over by fw_cfg in O(size^2).
 EXCLUDED = {
     "websockets": ("legacy/", "sync/", "__main__.py", "cli.py"),
-    "serial": ("tools/", "urlhandler/", "threaded/", "__main__.py", "rfc2217.py", "rs485.py",
-               "serialjava.py", "serialcli.py"),
+    "serial": (
+        "tools/",
+        "urlhandler/",
+        "threaded/",
+        "__main__.py",
+        "rfc2217.py",
+        "rs485.py",
+        "serialjava.py",
+        "serialcli.py",
+    ),
 }
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 _MAIN = b"import sys\nfrom adare_guest.cli import main\n\nsys.exit(main())\n"
@@ -154,4 +162,3 @@ def build_agent_bundle(gui: bool = False) -> AgentBundle:
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     return AgentBundle(path=path, sha256=digest, bundle_hash=bundle_hash(), version=__version__)
-

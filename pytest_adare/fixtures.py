@@ -235,19 +235,8 @@ class VMFactory:
         return pooled.vm
 
     def close_all(self, keep: Callable[[PooledVM], bool]) -> list[str]:
-        hints: list[str] = []
-        first_error: BaseException | None = None
-        for pooled in self._started:
-            try:
-                hint = self._pool.release(pooled, keep(pooled))
-            except BaseException as error:
-                first_error = first_error or error
-                continue
-            if hint:
-                hints.append(hint)
-        if first_error is not None:
-            raise first_error
-        return hints
+        """Close every VM this factory started; returns the keep hints."""
+        return self._pool.release_all(self._started, keep)
 
 
 @pytest.fixture

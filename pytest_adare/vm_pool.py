@@ -253,9 +253,13 @@ class VMPool:
 
     def close(self, keep: Callable[[PooledVM], bool]) -> list[str]:
         """Close every VM (errors in one do not stop the others); returns keep hints."""
+        return self.release_all(self.all_vms(), keep)
+
+    def release_all(self, vms: list[PooledVM], keep: Callable[[PooledVM], bool]) -> list[str]:
+        """Close ``vms``, keeping those ``keep`` says; one failing does not stop the rest."""
         hints: list[str] = []
         first_error: BaseException | None = None
-        for pooled in self.all_vms():
+        for pooled in list(vms):
             try:
                 hint = self.release(pooled, keep(pooled))
             except BaseException as error:
@@ -281,7 +285,7 @@ def keep_hint(pooled: PooledVM) -> str:
     sockets = pooled.workdir / "sockets"
     sockets.mkdir(exist_ok=True)
     old_sockets = str(machine.qmp_path.parent)
-    argv = [arg.replace(old_sockets, str(sockets)) for arg in _without_qmp_client(machine.argv)]
+    argv = [arg.replace(old_sockets, str(sockets)) for arg in argv_without_qmp_client(machine.argv)]
     argv += ["-qmp", f"unix:{sockets / 'qmp.sock'},server=on,wait=off"]
     if pooled.ready_saved:
         argv += ["-loadvm", READY_TAG]
@@ -291,7 +295,7 @@ def keep_hint(pooled: PooledVM) -> str:
     )
 
 
-def _without_qmp_client(argv: list[str]) -> list[str]:
+def argv_without_qmp_client(argv: list[str]) -> list[str]:
     """``argv`` minus the QMP chardev that connected to the test run (gone by now)."""
     qmp_ids = {
         arg.split("id=")[1].split(",")[0]

@@ -95,7 +95,7 @@ def sha256_file(path: str, stop: Callable[[], bool] | None = None) -> str:
 # --------------------------------------------------------------------------- pull
 
 
-PULL_HASH_BUFFER = 32 * 1024 * 1024
+PULL_HASH_BUFFER = 16 * 1024 * 1024
 """Bytes of chunks read ahead of the running hash that wait for their turn in memory."""
 PULL_HASH_WAIT = 60.0
 """Seconds the last chunk waits for earlier ones still being read before re-reading."""

@@ -101,11 +101,29 @@ def make_disk(rootfs: Path, work: Path, out: Path, log: Path) -> None:
     with raw.open("wb") as handle:
         handle.truncate(size_mib << 20)
     # Inode tables zeroed now: otherwise the guest kernel's lazy init writes them at boot.
-    run_logged(["mkfs.ext4", "-q", "-F", "-L", "adare-root", "-d", str(rootfs),
-                "-E", "lazy_itable_init=0,lazy_journal_init=0", str(raw)],
-               log, "mkfs.ext4", timeout=600)
-    run_logged(["qemu-img", "convert", "-O", "qcow2", str(raw), str(out)],
-               log, "qemu-img convert", timeout=600)
+    run_logged(
+        [
+            "mkfs.ext4",
+            "-q",
+            "-F",
+            "-L",
+            "adare-root",
+            "-d",
+            str(rootfs),
+            "-E",
+            "lazy_itable_init=0,lazy_journal_init=0",
+            str(raw),
+        ],
+        log,
+        "mkfs.ext4",
+        timeout=600,
+    )
+    run_logged(
+        ["qemu-img", "convert", "-O", "qcow2", str(raw), str(out)],
+        log,
+        "qemu-img convert",
+        timeout=600,
+    )
     raw.unlink()
 
 
@@ -139,15 +157,23 @@ def build_image(
     log = stage / "build.log"
     try:
         rootfs = work / "rootfs"
-        with clock.phase("rootfs", f"mmdebstrap {recipe.suite}, {len(recipe.packages) + 1} "
-                                   "packages and their dependencies"):
+        with clock.phase(
+            "rootfs",
+            f"mmdebstrap {recipe.suite}, {len(recipe.packages) + 1} "
+            "packages and their dependencies",
+        ):
             bootstrap(recipe, rootfs, work / "kernel", mirror, log)
         with clock.phase("layout", "busybox init, qemu-ga, baked agent"):
             install_adare_layout(recipe, rootfs, bundle.path, SERIAL_DEVICE)
             modules = take_kernel(recipe, work / "kernel", rootfs, stage)
         with clock.phase("initrd"):
-            loaded = build_initrd(modules, recipe.initrd_modules, rootfs / "bin/busybox",
-                                  recipe.script("initrd-init.sh"), stage / "initrd.gz")
+            loaded = build_initrd(
+                modules,
+                recipe.initrd_modules,
+                rootfs / "bin/busybox",
+                recipe.script("initrd-init.sh"),
+                stage / "initrd.gz",
+            )
             strip_rootfs(rootfs)
         with clock.phase("disk", "mkfs.ext4 -d, qemu-img convert"):
             make_disk(rootfs, work, stage / "disk.qcow2", log)
@@ -158,9 +184,14 @@ def build_image(
             kernel=stage / "vmlinuz",
             initrd=stage / "initrd.gz",
             append=recipe.append,
-            agent=AgentSpec(serial_device=SERIAL_DEVICE, baked=True, version=bundle.version,
-                            bundle_hash=bundle.bundle_hash, fw_cfg=True,
-                            initrd_handoff=True),
+            agent=AgentSpec(
+                serial_device=SERIAL_DEVICE,
+                baked=True,
+                version=bundle.version,
+                bundle_hash=bundle.bundle_hash,
+                fw_cfg=True,
+                initrd_handoff=True,
+            ),
             desktop=recipe.desktop,
             display=recipe.display,
             memory_mib=recipe.memory_mib,

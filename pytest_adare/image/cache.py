@@ -65,7 +65,10 @@ def exclusive_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
 
 
 def cached_image(
-    recipe: Recipe, *, mirror: str = DEFAULT_MIRROR, progress: Progress | None = None,
+    recipe: Recipe,
+    *,
+    mirror: str = DEFAULT_MIRROR,
+    progress: Progress | None = None,
     lock_timeout: float = BUILD_LOCK_TIMEOUT,
 ) -> Path:
     """The manifest of ``recipe``'s cached image, building it first if needed."""
@@ -75,8 +78,10 @@ def cached_image(
         return manifest
     say = progress or (lambda line: None)
     lock = target.with_name(target.name + ".lock")
-    say(f"image {recipe.name} is not cached at {target}; building it (or waiting for "
-        "the process that is)")
+    say(
+        f"image {recipe.name} is not cached at {target}; building it (or waiting for "
+        "the process that is)"
+    )
     with exclusive_lock(lock, lock_timeout, f"building {recipe.name}"):
         if manifest.is_file():
             return manifest

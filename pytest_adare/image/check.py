@@ -99,13 +99,17 @@ async def _wait_agent(vm: Machine, token: str, timeout: float) -> dict[str, Any]
     deadline = time.monotonic() + timeout
     while True:
         try:
-            client = await AgentClient.connect("127.0.0.1", vm.agent_port, token, attempts=1,
-                                               attempt_timeout=5.0)
+            client = await AgentClient.connect(
+                "127.0.0.1", vm.agent_port, token, attempts=1, attempt_timeout=5.0
+            )
         except AgentUnreachable as exc:
             vm.check_alive()
             if time.monotonic() >= deadline:
-                raise VMTimeout(f"the agent to answer on port {vm.agent_port} ({exc})",
-                                timeout, vm.console_tail(30)) from exc
+                raise VMTimeout(
+                    f"the agent to answer on port {vm.agent_port} ({exc})",
+                    timeout,
+                    vm.console_tail(30),
+                ) from exc
             await asyncio.sleep(0.2)
             continue
         try:
@@ -119,8 +123,15 @@ def _expected_hash(manifest: ImageManifest, handed_over: bool, host_hash: str) -
     return host_hash if handed_over else manifest.agent.bundle_hash
 
 
-def _run_phases(manifest: ImageManifest, vm: Machine, token: str, config_file: Path,
-                expected_hash: str | None, clock: _Clock, timeout: float) -> None:
+def _run_phases(
+    manifest: ImageManifest,
+    vm: Machine,
+    token: str,
+    config_file: Path,
+    expected_hash: str | None,
+    clock: _Clock,
+    timeout: float,
+) -> None:
     loop = shared_loop()
     vm.start()
     clock.report.accel, clock.report.accel_reason = vm.accel, vm.accel_reason
@@ -141,8 +152,10 @@ def _run_phases(manifest: ImageManifest, vm: Machine, token: str, config_file: P
     if expected_hash is not None and got != expected_hash:
         raise AdareError(f"the agent runs bundle {got}, expected {expected_hash}")
     clock.mark("agent", f"version {info.get('version')}, bundle {str(got)[:12]}")
-    handed = loop.run(_read_guest_file(vm.qga_path, f"{manifest.agent.run_dir}/config.json",
-                                       timeout), timeout + 10)
+    handed = loop.run(
+        _read_guest_file(vm.qga_path, f"{manifest.agent.run_dir}/config.json", timeout),
+        timeout + 10,
+    )
     if json.loads(handed) != json.loads(config_file.read_text()):
         raise AdareError("the guest's config.json differs from the one handed over")
     clock.mark("handoff", "config.json handed over intact")
@@ -156,9 +169,15 @@ def _handoff_route(manifest: ImageManifest, handoff: str) -> str:
     return handoff
 
 
-def check_image(spec: str, *, accel: AccelRequest = "auto", timeout: float = 120.0,
-                progress: Progress = print, workdir: Path | None = None,
-                handoff: str = "auto") -> CheckReport:
+def check_image(
+    spec: str,
+    *,
+    accel: AccelRequest = "auto",
+    timeout: float = 120.0,
+    progress: Progress = print,
+    workdir: Path | None = None,
+    handoff: str = "auto",
+) -> CheckReport:
     """Boot the image ``spec`` once and report how long each phase took.
 
     ``handoff`` is how per-VM files reach a built-in image: ``fw_cfg``, ``initrd``
@@ -182,8 +201,10 @@ def check_image(spec: str, *, accel: AccelRequest = "auto", timeout: float = 120
             files = {"config.json": config_file}
             if handed_over:
                 files["bundle.pyz"] = bundle.path
-            booted = replace(manifest, initrd=handoff_initrd(
-                manifest.initrd, files, base / "handoff" / "initrd.gz"))
+            booted = replace(
+                manifest,
+                initrd=handoff_initrd(manifest.initrd, files, base / "handoff" / "initrd.gz"),
+            )
             fw_cfg = {}
         elif not manifest.agent.fw_cfg:
             fw_cfg = {}
@@ -193,9 +214,15 @@ def check_image(spec: str, *, accel: AccelRequest = "auto", timeout: float = 120
         vm = Machine(booted, base / "vm", accel=accel, fw_cfg=fw_cfg, name="adare-check")
         clock = _Clock(report, progress)
         try:
-            _run_phases(manifest, vm, token, config_file,
-                        _expected_hash(manifest, handed_over, bundle.bundle_hash), clock,
-                        timeout)
+            _run_phases(
+                manifest,
+                vm,
+                token,
+                config_file,
+                _expected_hash(manifest, handed_over, bundle.bundle_hash),
+                clock,
+                timeout,
+            )
         except AdareError as exc:
             tail = format_tail(vm.console_tail(30))
             report.failure = str(exc) if "console lines" in str(exc) else f"{exc}\n{tail}"

@@ -25,20 +25,32 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build a built-in image (as root)")
     build.add_argument("name", choices=["debian"], help="the image to build")
-    build.add_argument("--desktop", action="store_true",
-                       help="X on the VM's display, a window manager and a terminal")
+    build.add_argument(
+        "--desktop",
+        action="store_true",
+        help="X on the VM's display, a window manager and a terminal",
+    )
     build.add_argument("--out", type=Path, help="output directory (default: the user cache)")
     build.add_argument("--suite", default=DEFAULT_SUITE, help="Debian suite (default %(default)s)")
     build.add_argument("--mirror", default=DEFAULT_MIRROR, help="Debian mirror URL")
-    build.add_argument("--force", action="store_true",
-                       help="rebuild even when the cache already holds the image")
+    build.add_argument(
+        "--force", action="store_true", help="rebuild even when the cache already holds the image"
+    )
     check = commands.add_parser("check", help="boot an image and wait for QGA and the agent")
     check.add_argument("path", help="manifest, image directory, disk, or built-in name")
     check.add_argument("--accel", default="auto", choices=["auto", "tcg", "kvm"])
-    check.add_argument("--handoff", default="auto", choices=["auto", "initrd", "fw_cfg"],
-                       help="how the per-VM config and agent reach a built-in image")
-    check.add_argument("--timeout", type=float, default=120.0,
-                       help="seconds to wait for each phase (default %(default)s)")
+    check.add_argument(
+        "--handoff",
+        default="auto",
+        choices=["auto", "initrd", "fw_cfg"],
+        help="how the per-VM config and agent reach a built-in image",
+    )
+    check.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait for each phase (default %(default)s)",
+    )
     return parser
 
 
@@ -64,8 +76,9 @@ def _build(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from pytest_adare.image.check import check_image
 
-    report = check_image(args.path, accel=args.accel, timeout=args.timeout, progress=_say,
-                         handoff=args.handoff)
+    report = check_image(
+        args.path, accel=args.accel, timeout=args.timeout, progress=_say, handoff=args.handoff
+    )
     return 0 if report.ok else 1
 
 

@@ -114,8 +114,14 @@ class _Fields:
     def fail(self, key: str, problem: str) -> ImageError:
         return ImageError(f"{self.source}: field '{self.prefix}{key}' {problem}")
 
-    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ..., *,
-            choices: tuple[str, ...] = ()) -> Any:
+    def get(
+        self,
+        key: str,
+        kind: type | tuple[type, ...],
+        default: Any = ...,
+        *,
+        choices: tuple[str, ...] = (),
+    ) -> Any:
         if key not in self.data or self.data[key] is None:
             if default is ...:
                 raise self.fail(key, "is missing")
@@ -144,8 +150,13 @@ def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
-    names = {str: "a string", bool: "true or false", int: "an integer", dict: "an object",
-             list: "a list"}
+    names = {
+        str: "a string",
+        bool: "true or false",
+        int: "an integer",
+        dict: "an object",
+        list: "a list",
+    }
     return " or ".join(names.get(k, k.__name__) for k in _tuple(kind))
 
 
@@ -169,8 +180,9 @@ def _display_from(fields: _Fields, desktop: bool) -> tuple[int, int] | None:
         if desktop:
             raise fields.fail("display", "is missing (required when desktop is true)")
         return None
-    if len(raw) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
-                                for v in raw):
+    if len(raw) != 2 or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in raw
+    ):
         raise fields.fail("display", f"must be [width, height] in pixels, got {raw!r}")
     return (raw[0], raw[1])
 
@@ -232,7 +244,10 @@ def disk_format(path: Path) -> str:
     try:
         info = subprocess.run(
             ["qemu-img", "info", "--output=json", str(path)],
-            capture_output=True, text=True, timeout=30, check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         )
     except FileNotFoundError as exc:
         raise ImageError("qemu-img not found; install the apt package qemu-utils") from exc

@@ -52,8 +52,9 @@ def run_logged(argv: list[str], log: Path, what: str, timeout: float) -> None:
 
 
 def _tail(log: Path, lines: int = 25) -> str:
-    return format_tail(log.read_text(errors="replace").splitlines()[-lines:],
-                       f"last lines of {log}")
+    return format_tail(
+        log.read_text(errors="replace").splitlines()[-lines:], f"last lines of {log}"
+    )
 
 
 # After copying the kernel out, purge it and what only it needed. Always through
@@ -145,6 +146,7 @@ def install_adare_layout(recipe: Recipe, rootfs: Path, bundle: Path, serial_devi
     (rootfs / "adare/agent").mkdir()
     (rootfs / "adare/run").mkdir()
     for name in recipe.scripts:
+        # A flavour's variant of a hook (sysinit-extra-desktop.sh) installs as the hook.
         script = init_dir / name.replace("-desktop", "")
         script.write_bytes(recipe.script(name))
         script.chmod(0o755)
@@ -191,8 +193,9 @@ def take_kernel(recipe: Recipe, kernel_dir: Path, rootfs: Path, out_dir: Path) -
     modules = kernel_dir / "modules" / version
     if recipe.rootfs_module_dirs:
         _keep_modules(modules, recipe.rootfs_module_dirs, rootfs / "lib/modules" / version)
-        subprocess.run(["chroot", str(rootfs), "depmod", version], check=True, timeout=300,
-                       capture_output=True)
+        subprocess.run(
+            ["chroot", str(rootfs), "depmod", version], check=True, timeout=300, capture_output=True
+        )
     return modules
 
 

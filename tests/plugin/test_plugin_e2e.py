@@ -119,6 +119,24 @@ def test_one_session_isolation_evidence_and_errors(
         assert "data:image/png;base64," in html.read_text()
 
 
+def test_reboot_isolation_starts_each_test_on_a_fresh_vm(
+    pytester: pytest.Pytester, test_image: str
+) -> None:
+    pytester.makepyfile(
+        """
+        def test_1_writes(guest):
+            guest.shell("echo x > /root/left-behind").check()
+
+        def test_2_fresh_disk(guest, adare_vm):
+            assert guest.shell("ls /root/left-behind 2>/dev/null").stdout == ""
+            assert adare_vm.guest.shell("echo same vm").stdout == "same vm\\n"
+        """
+    )
+    result = run_inner(pytester, "-v", f"--adare-vm={test_image}", "--adare-isolation=reboot")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_2_fresh_disk PASSED (fresh boot * s)*"])
+
+
 def test_broken_vm_errors_every_test_at_once_with_the_first_cause(
     pytester: pytest.Pytester,
 ) -> None:

@@ -29,16 +29,25 @@ def test_same_code_gives_the_same_bytes_and_cache_file(tmp_path: Path) -> None:
 def test_bundle_holds_only_pure_python_agent_code() -> None:
     names = zipfile.ZipFile(build_agent_bundle().path).namelist()
     assert "__main__.py" in names
-    assert {"adare_guest/cli.py", "frame_codec/__init__.py", "serial/serialposix.py",
-            "websockets/asyncio/server.py", "websockets/asyncio/server.pyc"} <= set(names)
+    assert {
+        "adare_guest/cli.py",
+        "frame_codec/__init__.py",
+        "serial/serialposix.py",
+        "websockets/asyncio/server.py",
+        "websockets/asyncio/server.pyc",
+    } <= set(names)
     assert not [n for n in names if n.endswith((".so", ".c", ".pyd"))]
     assert not [n for n in names if n.startswith(("websockets/legacy/", "pyautogui/"))]
 
 
 def test_gui_bundle_adds_pyautogui_and_its_pure_python_dependencies() -> None:
     names = set(zipfile.ZipFile(build_agent_bundle(gui=True).path).namelist())
-    assert {"pyautogui/__init__.py", "pymsgbox/__init__.py", "pytweening/__init__.py",
-            "pyscreeze/__init__.py"} <= names
+    assert {
+        "pyautogui/__init__.py",
+        "pymsgbox/__init__.py",
+        "pytweening/__init__.py",
+        "pyscreeze/__init__.py",
+    } <= names
 
 
 def test_a_plain_python_imports_the_agent_from_the_zip_without_site_packages() -> None:
@@ -49,8 +58,13 @@ def test_a_plain_python_imports_the_agent_from_the_zip_without_site_packages() -
         "from adare_guest.identity import bundle_hash;"
         "print(websockets.__file__); print(bundle_hash())"
     )
-    done = subprocess.run([sys.executable, "-S", "-I", "-c", script, str(bundle.path)],
-                          capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-S", "-I", "-c", script, str(bundle.path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     where, inside_hash = done.stdout.split()
     assert where.startswith(str(bundle.path))
     assert inside_hash == bundle.bundle_hash

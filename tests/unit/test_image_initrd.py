@@ -22,17 +22,22 @@ def modules(tmp_path: Path) -> Path:
     deps = {
         "kernel/drivers/virtio/virtio.ko": [],
         "kernel/drivers/virtio/virtio_ring.ko": [],
-        "kernel/drivers/virtio/virtio_pci.ko": ["kernel/drivers/virtio/virtio_ring.ko",
-                                                "kernel/drivers/virtio/virtio.ko"],
-        "kernel/drivers/block/virtio_blk.ko": ["kernel/drivers/virtio/virtio_ring.ko",
-                                               "kernel/drivers/virtio/virtio.ko"],
+        "kernel/drivers/virtio/virtio_pci.ko": [
+            "kernel/drivers/virtio/virtio_ring.ko",
+            "kernel/drivers/virtio/virtio.ko",
+        ],
+        "kernel/drivers/block/virtio_blk.ko": [
+            "kernel/drivers/virtio/virtio_ring.ko",
+            "kernel/drivers/virtio/virtio.ko",
+        ],
         "kernel/drivers/firmware/qemu_fw_cfg.ko": [],
     }
     for path in deps:
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_bytes(path.encode())
     (root / "modules.dep").write_text(
-        "".join(f"{path}: {' '.join(d)}\n" for path, d in deps.items()))
+        "".join(f"{path}: {' '.join(d)}\n" for path, d in deps.items())
+    )
     (root / "modules.builtin").write_text("kernel/fs/ext4/ext4.ko\n")
     return root
 
@@ -40,8 +45,13 @@ def modules(tmp_path: Path) -> Path:
 def test_modules_load_after_their_dependencies_once(modules: Path) -> None:
     order = module_load_order(modules, ["virtio_pci", "virtio_blk", "ext4", "qemu-fw-cfg"])
     names = [p.rsplit("/", 1)[1] for p in order]
-    assert names == ["virtio.ko", "virtio_ring.ko", "virtio_pci.ko", "virtio_blk.ko",
-                     "qemu_fw_cfg.ko"]
+    assert names == [
+        "virtio.ko",
+        "virtio_ring.ko",
+        "virtio_pci.ko",
+        "virtio_blk.ko",
+        "qemu_fw_cfg.ko",
+    ]
 
 
 def test_unknown_module_is_an_error(modules: Path) -> None:
@@ -52,8 +62,9 @@ def test_unknown_module_is_an_error(modules: Path) -> None:
 def _extract(archive: bytes, into: Path) -> None:
     assert BUSYBOX is not None
     into.mkdir()
-    subprocess.run([BUSYBOX, "cpio", "-i", "-d"], input=archive, cwd=into, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [BUSYBOX, "cpio", "-i", "-d"], input=archive, cwd=into, check=True, capture_output=True
+    )
 
 
 @pytest.mark.skipif(BUSYBOX is None, reason="busybox (apt: busybox-static) reads the cpio")
@@ -81,7 +92,7 @@ def test_handoff_appends_files_after_the_base_initrd(tmp_path: Path) -> None:
     out = handoff_initrd(base, {"config.json": config}, tmp_path / "vm-initrd.gz")
     data = out.read_bytes()
     assert data.startswith(base.read_bytes())
-    _extract(gzip.decompress(data[len(base.read_bytes()):]), tmp_path / "x")
+    _extract(gzip.decompress(data[len(base.read_bytes()) :]), tmp_path / "x")
     assert (tmp_path / "x/handoff/config.json").read_text() == '{"token": "t"}'
     with pytest.raises(ImageError, match="unknown hand-off file"):
         handoff_initrd(base, {"evil.sh": config}, tmp_path / "other.gz")

@@ -39,11 +39,24 @@ def _write(directory: Path, data: dict[str, Any]) -> Path:
 
 def _valid(**changes: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "name": "debian", "disk": "disk.qcow2", "format": "qcow2", "kernel": "vmlinuz",
-        "initrd": "initrd.gz", "append": "console=ttyS0", "os": "linux",
-        "agent": {"serial_device": "/dev/ttyS1", "baked": True, "version": "0.1.0",
-                  "bundle_hash": "ab", "run_dir": "/adare/run", "fw_cfg": True},
-        "desktop": True, "display": [1024, 768], "memory_mib": 256,
+        "name": "debian",
+        "disk": "disk.qcow2",
+        "format": "qcow2",
+        "kernel": "vmlinuz",
+        "initrd": "initrd.gz",
+        "append": "console=ttyS0",
+        "os": "linux",
+        "agent": {
+            "serial_device": "/dev/ttyS1",
+            "baked": True,
+            "version": "0.1.0",
+            "bundle_hash": "ab",
+            "run_dir": "/adare/run",
+            "fw_cfg": True,
+        },
+        "desktop": True,
+        "display": [1024, 768],
+        "memory_mib": 256,
     }
     data.update(changes)
     return {k: v for k, v in data.items() if v is not ...}
@@ -51,11 +64,18 @@ def _valid(**changes: Any) -> dict[str, Any]:
 
 def test_written_manifest_loads_back_with_absolute_paths(image: Path) -> None:
     manifest = ImageManifest(
-        name="debian", disk=image / "disk.qcow2", kernel=image / "vmlinuz",
-        initrd=image / "initrd.gz", append="console=ttyS0 quiet",
+        name="debian",
+        disk=image / "disk.qcow2",
+        kernel=image / "vmlinuz",
+        initrd=image / "initrd.gz",
+        append="console=ttyS0 quiet",
         agent=AgentSpec(baked=True, version="0.1.0", bundle_hash="abc", fw_cfg=True),
-        desktop=True, display=(1024, 768), memory_mib=768, disk_sha256="00",
-        recipe_hash="r1", built_at="2026-01-01T00:00:00+00:00",
+        desktop=True,
+        display=(1024, 768),
+        memory_mib=768,
+        disk_sha256="00",
+        recipe_hash="r1",
+        built_at="2026-01-01T00:00:00+00:00",
     )
     path = write_manifest(manifest, image)
     assert json.loads(path.read_text())["disk"] == "disk.qcow2"
@@ -115,7 +135,11 @@ def test_optional_fields_take_defaults(image: Path) -> None:
     path = _write(image, {"disk": "disk.qcow2", "format": "qcow2"})
     manifest = load_manifest(path)
     assert (manifest.name, manifest.os, manifest.desktop, manifest.display) == (
-        image.name, "linux", False, None)
+        image.name,
+        "linux",
+        False,
+        None,
+    )
     assert manifest.agent == AgentSpec()
     assert not manifest.direct_boot
 
@@ -131,7 +155,11 @@ def test_resolve_bare_disk_uses_firmware_boot_defaults(tmp_path: Path) -> None:
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "64M"], check=True)
     manifest = resolve_image(str(disk))
     assert (manifest.format, manifest.kernel, manifest.os, manifest.agent.baked) == (
-        "qcow2", None, "linux", False)
+        "qcow2",
+        None,
+        "linux",
+        False,
+    )
     raw = tmp_path / "other.raw"
     raw.write_bytes(b"\0" * 512)
     assert resolve_image(raw).format == "raw"

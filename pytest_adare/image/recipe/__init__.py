@@ -38,13 +38,22 @@ _DESKTOP_PACKAGES = (
 )
 # Loaded by the initrd (those built into the kernel are skipped).
 _INITRD_MODULES = (
-    "virtio_pci", "virtio_blk", "virtio_net", "virtio_console", "qemu_fw_cfg", "ext4",
+    "virtio_pci",
+    "virtio_blk",
+    "virtio_net",
+    "virtio_console",
+    "qemu_fw_cfg",
+    "ext4",
     "crc32c_generic",
 )
 # The desktop's display (bochs DRM on the std VGA) and input (USB tablet, PS/2, virtio).
 _DESKTOP_MODULE_DIRS = (
-    "kernel/drivers/gpu/drm", "kernel/drivers/input", "kernel/drivers/hid",
-    "kernel/drivers/usb/host", "kernel/drivers/usb/core", "kernel/drivers/virtio",
+    "kernel/drivers/gpu/drm",
+    "kernel/drivers/input",
+    "kernel/drivers/hid",
+    "kernel/drivers/usb/host",
+    "kernel/drivers/usb/core",
+    "kernel/drivers/virtio",
     "kernel/drivers/char",
 )
 
@@ -121,6 +130,10 @@ def debian_recipe(desktop: bool = False, suite: str = DEFAULT_SUITE) -> Recipe:
         python_flags="",
         scripts=(*_COMMON_SCRIPTS, "sysinit-extra-desktop.sh", "desktop-session.sh"),
         inittab_extra=("::respawn:/adare/init/desktop-session.sh",),
-        # Mesa's GL drivers and LLVM (~150 MB) are only needed for GLX, which nobody uses.
-        dpkg_excludes=("/usr/lib/x86_64-linux-gnu/dri/*", "/usr/lib/x86_64-linux-gnu/libLLVM*"),
+        # Mesa's GL drivers and LLVM (GLX: unused), and what only imlib2's image loaders
+        # dlopen (PostScript, HEIF/AV1 codecs): ~220 MB that no test reads.
+        dpkg_excludes=tuple(
+            f"/usr/lib/x86_64-linux-gnu/{name}"
+            for name in ("dri/*", "libLLVM*", "libz3.so*", "libgs.so*", "libx265.so*", "libaom.so*")
+        ),
     )
