@@ -3,11 +3,16 @@
 Also the entry point of the ``adare-guest`` script and of the zip bundle
 (``python3 bundle.pyz RUN_DIR ...``). Flags win over ``RUN_DIR/config.json``.
 The token and environment values are never logged.
+
+Start-up is on the critical path of every VM boot (a guest under TCG imports
+~20x slower than the host), so this module imports only what serving needs:
+``argparse`` only for command lines beyond the plain ``RUN_DIR --opt VALUE``
+form, and the serial transport (pyserial) only after the WebSocket listener
+is bound.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import importlib
@@ -15,18 +20,34 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from adare_guest import __version__
 from adare_guest.config import AgentConfig, ConfigError, default_run_dir, load_config
 from adare_guest.identity import bundle_hash
-from adare_guest.server import AdareVMServer
+
+if TYPE_CHECKING:
+    import argparse
+
+    from adare_guest.server import AdareVMServer
 
 log = logging.getLogger("adare_guest")
 BIND_RETRY_SECONDS = 5.0
+FIRST_BIND_WAIT_SECONDS = 2.0
+"""How long the serial link waits for the WebSocket listener's first bind attempt."""
+_OPTIONS = {
+    "--host": "host",
+    "--port": "port",
+    "--serial": "serial_device",
+    "--log-file": "logfile",
+    "--log-level": "log_level",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line parser."""
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="adare-guest", description="pytest-adare guest agent (WebSocket + serial)."
     )
@@ -65,37 +86,105 @@ def configure_logging(config: AgentConfig) -> None:
         log.warning("%s; logging to stderr", fallback_reason)
 
 
-async def run_agent(config: AgentConfig) -> None:
-    """Serve WebSocket (and the serial link when configured) until cancelled."""
-    server = AdareVMServer(config)
-    jobs = []
-    if config.serial_device:
-        # Imported here: without pyserial the WebSocket side must still run.
-        try:
-            serial_transport = importlib.import_module("adare_guest.serial_transport")
-        except ImportError as exc:
-            server.record_error(f"serial transport unavailable: {exc}")
+def parse_simple_args(argv: Sequence[str]) -> dict[str, Any] | None:
+    """The parsed values of a plain command line (``[RUN_DIR] [--opt VALUE]...``), or
+    None when ``argv`` needs the full parser (``--opt=VALUE``, abbreviations, repeats,
+    ``--help``, values starting with ``-``, a non-integer port...).
+
+    Where it answers, the answer equals :func:`build_parser`'s (tested); it exists
+    because importing ``argparse`` costs a slow guest a noticeable part of a second.
+    """
+    values: dict[str, Any] = {"run_dir": None, **dict.fromkeys(_OPTIONS.values())}
+    seen: set[str] = set()
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token in _OPTIONS:
+            key = _OPTIONS[token]
+            if key in seen or index + 1 >= len(argv) or argv[index + 1].startswith("-"):
+                return None
+            values[key] = argv[index + 1]
+            seen.add(key)
+            index += 2
+        elif token.startswith("-") or "run_dir" in seen:
+            return None
         else:
-            transport = serial_transport.SerialTransport(server, config.serial_device)
-            jobs.append(transport.serve())
-        jobs.append(server.serve(retry_bind=BIND_RETRY_SECONDS))
-    else:
-        jobs.append(server.serve())
-    await asyncio.gather(*jobs)
+            values["run_dir"] = token
+            seen.add("run_dir")
+            index += 1
+    if values["port"] is not None:
+        try:
+            values["port"] = int(values["port"])
+        except ValueError:
+            return None
+    return values
+
+
+def parse_args(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """``run_dir``, ``host``, ``port``, ``serial_device``, ``logfile``, ``log_level``
+    from ``argv`` (default ``sys.argv[1:]``); exits like argparse on bad input."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    simple = parse_simple_args(args)
+    if simple is not None:
+        return simple
+    return dict(vars(build_parser().parse_args(args)))
+
+
+async def run_agent(config: AgentConfig) -> None:
+    """Serve WebSocket (and the serial link when configured) until cancelled.
+
+    The WebSocket listener is bound first; the serial transport (and pyserial) is
+    loaded after its first bind attempt, so a slow guest answers on the network sooner.
+    """
+    from adare_guest.server import AdareVMServer
+
+    server = AdareVMServer(config)
+    if not config.serial_device:
+        await server.serve()
+        return
+    web = asyncio.ensure_future(server.serve(retry_bind=BIND_RETRY_SECONDS))
+    try:
+        await _await_first_bind(server, web, FIRST_BIND_WAIT_SECONDS)
+        jobs: list[Any] = [web]
+        serial_job = _serial_job(server, config.serial_device)
+        if serial_job is not None:
+            jobs.append(serial_job)
+        await asyncio.gather(*jobs)
+    finally:
+        if not web.done():
+            web.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await web
+
+
+async def _await_first_bind(server: AdareVMServer, web: asyncio.Future[None], limit: float) -> None:
+    """Wait (at most ``limit`` s) until the listener is bound or its bind failed once."""
+    error_before = server.last_error
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while not (server.listening or web.done() or server.last_error != error_before):
+        if loop.time() >= deadline:
+            log.warning("WebSocket listener not bound after %.1f s; starting serial", limit)
+            return
+        await asyncio.sleep(0.005)
+
+
+def _serial_job(server: AdareVMServer, device: str) -> Any:
+    # Imported here: without pyserial the WebSocket side must still run.
+    try:
+        serial_transport = importlib.import_module("adare_guest.serial_transport")
+    except ImportError as exc:
+        server.record_error(f"serial transport unavailable: {exc}")
+        return None
+    return serial_transport.SerialTransport(server, device).serve()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the agent; returns the process exit code."""
-    args = build_parser().parse_args(argv)
-    overrides = {
-        "host": args.host,
-        "port": args.port,
-        "serial_device": args.serial_device,
-        "logfile": args.logfile,
-        "log_level": args.log_level,
-    }
+    args = parse_args(argv)
+    overrides = {key: args[key] for key in _OPTIONS.values()}
     try:
-        config = load_config(args.run_dir, overrides)
+        config = load_config(args["run_dir"], overrides)
     except ConfigError as exc:
         print(f"adare-guest: bad configuration: {exc}", file=sys.stderr)
         return 2

@@ -14,6 +14,10 @@ version imports without compiling. The zip is deterministic (fixed timestamps,
 sorted entries) and cached by content under
 ``$XDG_CACHE_HOME/pytest-adare/bundles/``.
 
+The member ``BUNDLE_ID`` is a sha256 over every other member (name, size, bytes):
+the agent reports it as its ``bundle_hash`` (see :mod:`adare_guest.identity`), so
+a change anywhere in the bundle, third-party code included, gives a new identity.
+
 Example::
 
     bundle = build_agent_bundle()
@@ -30,11 +34,12 @@ import py_compile
 import tempfile
 import warnings
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from adare_guest import __version__
-from adare_guest.identity import bundle_hash
+from adare_guest.identity import BUNDLE_ID_MEMBER
 
 AGENT_PACKAGES = ("adare_guest", "frame_codec", "websockets", "serial")
 GUI_PACKAGES = (
@@ -68,7 +73,7 @@ _MAIN = b"import sys\nfrom adare_guest.cli import main\n\nsys.exit(main())\n"
 
 @dataclass(frozen=True)
 class AgentBundle:
-    """A built bundle: where it is and who it is."""
+    """A built bundle: where it is and who it is (``bundle_hash``: its ``BUNDLE_ID``)."""
 
     path: Path
     sha256: str
@@ -104,14 +109,15 @@ def _package_files(name: str) -> list[tuple[str, Path]]:
     return sorted(found)
 
 
-def _compile(source: Path, archive_name: str) -> bytes:
+def _compile(source: bytes, archive_name: str) -> bytes:
     # Third-party code has invalid escapes ("\\e" in pyautogui): not our warning to show.
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", SyntaxWarning)
         target = Path(tmp) / "out.pyc"
+        (Path(tmp) / "source.py").write_bytes(source)
         py_compile.compile(
-            str(source),
+            str(Path(tmp) / "source.py"),
             cfile=str(target),
             dfile=archive_name,
             doraise=True,
@@ -127,21 +133,74 @@ def _entry(name: str, data: bytes) -> tuple[zipfile.ZipInfo, bytes]:
     return info, data
 
 
-def bundle_bytes(gui: bool = False) -> bytes:
-    """The bundle's bytes (deterministic for the same installed packages)."""
+def _members(gui: bool) -> dict[str, bytes]:
     packages = AGENT_PACKAGES + (GUI_PACKAGES if gui else ())
-    entries = [_entry("__main__.py", _MAIN)]
+    members = {"__main__.py": _MAIN}
     for package in packages:
         for name, path in _package_files(package):
-            entries.append(_entry(name, path.read_bytes()))
+            data = path.read_bytes()
+            if name == "websockets/version.py":
+                data = lazy_version_metadata_import(data)
+            members[name] = data
             if name.endswith(".py"):
-                entries.append(_entry(name + "c", _compile(path, name)))
+                members[name + "c"] = _compile(data, name)
+    return members
+
+
+_METADATA_IMPORT = "\nimport importlib.metadata\n"
+_UNRELEASED_BRANCH = "\nif not released:  # pragma: no cover\n"
+
+
+def lazy_version_metadata_import(source: bytes) -> bytes:
+    """``websockets/version.py`` with its ``import importlib.metadata`` moved into the
+    ``if not released:`` branch, the only code that uses it.
+
+    A released websockets never runs that branch, so nothing changes but that the
+    guest no longer imports ``importlib.metadata`` (over half a second under TCG).
+    A source of any other shape is returned unchanged.
+    """
+    text = source.decode("utf-8")
+    head, branch, tail = text.partition(_UNRELEASED_BRANCH)
+    if not branch or _METADATA_IMPORT not in head or "\nreleased = True\n" not in head:
+        return source
+    head = head.replace(_METADATA_IMPORT, "\n", 1)
+    if "importlib.metadata" in head or _UNRELEASED_BRANCH in tail:
+        return source
+    return (head + branch + "    import importlib.metadata\n" + tail).encode("utf-8")
+
+
+def bundle_id(members: Mapping[str, bytes]) -> str:
+    """sha256 (hex) over the name, size and bytes of every member but ``BUNDLE_ID``."""
+    digest = hashlib.sha256()
+    for name in sorted(members):
+        if name == BUNDLE_ID_MEMBER:
+            continue
+        data = members[name]
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _zip(members: Mapping[str, bytes]) -> bytes:
     buffer = io.BytesIO()
     buffer.write(b"#!/usr/bin/env python3\n")
     with zipfile.ZipFile(buffer, "w") as archive:
-        for info, data in sorted(entries, key=lambda e: e[0].filename):
+        for name in sorted(members):
+            info, data = _entry(name, members[name])
             archive.writestr(info, data, compresslevel=6)
     return buffer.getvalue()
+
+
+def bundle_bytes(gui: bool = False) -> bytes:
+    """The bundle's bytes (deterministic for the same installed packages)."""
+    return _bundle(gui)[0]
+
+
+def _bundle(gui: bool) -> tuple[bytes, str]:
+    members = _members(gui)
+    identity = bundle_id(members)
+    members[BUNDLE_ID_MEMBER] = f"{identity}\n".encode()
+    return _zip(members), identity
 
 
 def build_agent_bundle(gui: bool = False) -> AgentBundle:
@@ -149,7 +208,7 @@ def build_agent_bundle(gui: bool = False) -> AgentBundle:
 
     :raise ModuleNotFoundError: a package the bundle needs is not installed.
     """
-    data = bundle_bytes(gui)
+    data, identity = _bundle(gui)
     digest = hashlib.sha256(data).hexdigest()
     directory = cache_root() / "bundles"
     directory.mkdir(parents=True, exist_ok=True)
@@ -161,4 +220,4 @@ def build_agent_bundle(gui: bool = False) -> AgentBundle:
             handle.write(data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    return AgentBundle(path=path, sha256=digest, bundle_hash=bundle_hash(), version=__version__)
+    return AgentBundle(path=path, sha256=digest, bundle_hash=identity, version=__version__)

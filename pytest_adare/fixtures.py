@@ -8,9 +8,6 @@ guest of a VM brought to a clean state per the isolation mode.
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import inspect
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_adare.loop_thread import shared_loop
 from pytest_adare.options import VMRequest, apply_marker, session_request
 from pytest_adare.plugin import adare_options
 from pytest_adare.vm_pool import PooledVM, VMPool, unmet_need
@@ -101,7 +97,9 @@ def _adare_pool(pytestconfig: pytest.Config, _adare_artifacts_root: Path) -> Ite
 
 
 def _record_vm(item: pytest.Item, pooled: PooledVM) -> None:
-    item.stash.setdefault(ITEM_VMS_KEY, []).append(pooled)
+    used = item.stash.setdefault(ITEM_VMS_KEY, [])
+    if pooled not in used:
+        used.append(pooled)
 
 
 def _marker_request(request: pytest.FixtureRequest) -> VMRequest:
@@ -171,40 +169,15 @@ def guest(request: pytest.FixtureRequest, _adare_pool: VMPool) -> Guest:
     return guest
 
 
-class LoopBridge:
-    """An awaitable view of ``guest.aio`` for code running on another event loop.
-
-    The agent connection lives on the host's shared loop thread; a pytest-asyncio test
-    runs on its own loop. Each coroutine method is sent to the shared loop and awaited
-    from the test's loop, so nothing blocks either loop.
-    """
-
-    def __init__(self, target: Any) -> None:
-        self._target = target
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._target, name)
-        if inspect.iscoroutinefunction(value):
-
-            @functools.wraps(value)
-            async def on_shared_loop(*args: Any, **kwargs: Any) -> Any:
-                future = shared_loop().submit(value(*args, **kwargs))
-                return await asyncio.wrap_future(future)
-
-            return on_shared_loop
-        if name == "keyboard":
-            return LoopBridge(value)
-        return value
-
-
 @pytest.fixture
 def async_guest(request: pytest.FixtureRequest, _adare_pool: VMPool) -> AsyncGuest:
     """``guest``'s async twin for pytest-asyncio tests: ``await async_guest.shell(...)``.
 
-    The same methods as ``guest.aio``, awaitable from the test's own event loop.
+    It is ``guest.aio``: awaitable from the test's own event loop (calls are carried
+    over to the loop the agent connection lives on).
     """
-    bridge: AsyncGuest = LoopBridge(acquire_vm(request, _adare_pool).vm.guest.aio)  # type: ignore[assignment]
-    return bridge
+    aio: AsyncGuest = acquire_vm(request, _adare_pool).vm.guest.aio
+    return aio
 
 
 class VMFactory:

@@ -1,11 +1,14 @@
-"""Getting our agent running in a guest: over QGA, or handed over at boot (fw_cfg).
+"""Getting our agent running in a guest: over QGA, or handed over at boot (initrd/fw_cfg).
 
 Two paths (DESIGN §5, docs/runtime.md):
 
-* **Boot-time hand-off** (built-in images: manifest ``agent.baked`` and ``agent.fw_cfg``):
-  :func:`boot_handoff` writes the per-VM ``config.json`` (and the host's bundle when
-  its hash differs from the baked one) as ``-fw_cfg`` files; the guest's init starts
-  the agent. No QGA round trip at all.
+* **Boot-time hand-off** (built-in images: manifest ``agent.baked`` and ``agent.fw_cfg``
+  or ``agent.initrd_handoff``): :func:`prepare_boot_handoff` gives the per-VM
+  ``config.json`` (and the host's bundle when its hash differs from the baked one)
+  to the guest, appended to the image's initrd where the image takes that (loaded
+  by DMA: fast), else as ``-fw_cfg`` files (:func:`boot_handoff`); the guest's init
+  starts the agent. No QGA round trip at all. The initrd with the bundle is cached
+  (same for every VM); only the small ``config.json`` archive is per VM.
 * **Install over QGA** (any Linux/Windows guest with ``qemu-ga`` and Python 3):
   :func:`install_agent` opens the firewall port, asks the installed agent (if any) for
   its identity and skips the upload when it equals ours, else writes the bundle with
@@ -15,18 +18,22 @@ Two paths (DESIGN §5, docs/runtime.md):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import ntpath
+import os
 import posixpath
 import secrets
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_adare.agent_bundle import AgentBundle
+from pytest_adare.agent_bundle import AgentBundle, cache_root
 from pytest_adare.errors import QGAError
+from pytest_adare.image.initrd import handoff_initrd
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.qga import AsyncQGAClient
 
@@ -126,8 +133,71 @@ def agent_config(
 
 
 def uses_boot_handoff(manifest: ImageManifest) -> bool:
-    """True for images whose init starts the baked agent with fw_cfg-provided settings."""
-    return manifest.agent.baked and manifest.agent.fw_cfg
+    """True for images whose init starts the baked agent with handed-over settings."""
+    return manifest.agent.baked and (manifest.agent.fw_cfg or uses_initrd_handoff(manifest))
+
+
+def uses_initrd_handoff(manifest: ImageManifest) -> bool:
+    """True for images whose initrd takes the hand-off files (``agent.initrd_handoff``)."""
+    return manifest.agent.initrd_handoff and manifest.initrd is not None
+
+
+@dataclass(frozen=True)
+class BootHandoff:
+    """How per-VM files reach a built-in image: ``route`` is ``initrd`` or ``fw_cfg``.
+
+    Boot with ``initrd`` (when set) in place of the image's and ``fw_cfg`` as
+    ``-fw_cfg`` files. ``replaced``: the host's bundle goes along (its hash differs
+    from the baked one).
+    """
+
+    route: str
+    fw_cfg: dict[str, Path]
+    initrd: Path | None
+    replaced: bool
+
+    def describe(self) -> str:
+        """``config + newer bundle via initrd`` and the like."""
+        what = "config + newer bundle" if self.replaced else "config"
+        return f"{what} via {self.route}"
+
+
+def prepare_boot_handoff(
+    manifest: ImageManifest, workdir: Path, config: Mapping[str, Any], bundle: AgentBundle
+) -> BootHandoff:
+    """The hand-off for a built-in image: by initrd where the image takes it, else fw_cfg.
+
+    The initrd holding the bundle is built once per (image initrd, bundle) under
+    ``$XDG_CACHE_HOME/pytest-adare/handoff/``; each VM appends its own ``config.json``
+    archive to it (``workdir/handoff-initrd.gz``).
+    """
+    entries, replaced = boot_handoff(manifest, workdir, config, bundle)
+    if not uses_initrd_handoff(manifest):
+        return BootHandoff("fw_cfg", entries, None, replaced)
+    assert manifest.initrd is not None
+    base = bundle_initrd(manifest.initrd, bundle) if replaced else manifest.initrd
+    initrd = handoff_initrd(
+        base, {"config.json": entries[FW_CFG_CONFIG]}, workdir / "handoff-initrd.gz"
+    )
+    return BootHandoff("initrd", {}, initrd, replaced)
+
+
+def bundle_initrd(base: Path, bundle: AgentBundle) -> Path:
+    """``base`` with ``bundle`` appended as ``/handoff/bundle.pyz`` (cached by content)."""
+    base_digest = hashlib.sha256(base.read_bytes()).hexdigest()
+    directory = cache_root() / "handoff"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"initrd-{base_digest[:16]}-bundle-{bundle.sha256[:16]}.gz"
+    if not path.exists():
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".part")
+        os.close(fd)
+        try:
+            handoff_initrd(base, {"bundle.pyz": bundle.path}, Path(tmp))
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return path
 
 
 def boot_handoff(

@@ -74,8 +74,8 @@ def _write_evidence(
     sections: list[tuple[str, str]] = []
     label = f" ({pooled.request.describe()})" if suffix else ""
     console = "\n".join(vm.console_tail(TAIL_LINES))
-    source = getattr(vm.machine, "console_log_path", None)
-    if source is not None and Path(source).exists():
+    source = vm.machine.console_log_path
+    if source.exists():
         shutil.copyfile(source, folder / f"console{suffix}.log")
     else:
         (folder / f"console{suffix}.log").write_text(console)

@@ -3,7 +3,7 @@
 ``start()`` runs the phases and reports each as one progress line with its time:
 ``bundle`` (host-side agent bundle, cached), ``qemu`` (overlay + QEMU + QMP), then
 either ``boot`` (built-in images: the init starts the agent with the config handed
-over by fw_cfg) or ``qga`` + ``install`` (any image with qemu-ga), and ``connect``
+over in the initrd or by fw_cfg) or ``qga`` + ``install`` (any image with qemu-ga), and ``connect``
 (WebSocket handshake + ``connect`` answer, or the serial link). When the connection
 cannot be made, the guest is diagnosed and :class:`AgentUnreachable` says why.
 
@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,9 +34,9 @@ from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.install import (
     GuestLayout,
     agent_config,
-    boot_handoff,
     install_agent,
     new_token,
+    prepare_boot_handoff,
     qga_run,
     uses_boot_handoff,
 )
@@ -52,6 +52,8 @@ GUI_MODES = ("agent", "host")
 READY_TAG = "adare-ready"
 AGENT_STARTED = r"adare-init: agent started"
 LISTEN_PROBE_TIMEOUT = 120.0
+LISTEN_PING_FIRST_TIMEOUT = 1.0
+LISTEN_PING_MAX_TIMEOUT = 3.0
 """Bound on waiting for the agent to report (over serial) that it listens."""
 BOOT_TIMEOUT = 300.0
 """Bound on guest boot up to the agent's start (TCG on a busy 2-core host is slow)."""
@@ -218,15 +220,16 @@ class VM:
         self._phase("bundle", t, f"{self._bundle.version} {self._bundle.bundle_hash[:12]}")
         entries: dict[str, Path] = {}
         hand_off = ""
+        booted = self.manifest
         if self.handoff:
-            entries, replaced = boot_handoff(
+            handoff = prepare_boot_handoff(
                 self.manifest, self.workdir, self.agent_config, self._bundle
             )
-            hand_off = "config + newer bundle" if replaced else "config"
+            entries, hand_off = handoff.fw_cfg, handoff.describe()
+            if handoff.initrd is not None:
+                booted = replace(self.manifest, initrd=handoff.initrd)
         t = time.monotonic()
-        self._machine = Machine(
-            self.manifest, self.workdir, fw_cfg=entries, **self._machine_options
-        )
+        self._machine = Machine(booted, self.workdir, fw_cfg=entries, **self._machine_options)
         self.machine.start()
         self._phase("qemu", t, f"accel {self.machine.accel} ({self.machine.accel_reason})")
         self._run(self._aready(0, hand_off))
@@ -238,7 +241,7 @@ class VM:
         if self.handoff:
             await self.machine.await_for_console(AGENT_STARTED, self.boot_timeout, since=mark)
             listening = await self._await_listening(LISTEN_PROBE_TIMEOUT)
-            self._phase("boot", t, f"agent started by the guest's init ({hand_off} via fw_cfg)"
+            self._phase("boot", t, f"agent started by the guest's init ({hand_off})"
                         f"{', listening' if listening else ''}")  # fmt: skip
         else:
             await self._await_qga(self.boot_timeout)
@@ -268,11 +271,15 @@ class VM:
             return False
         deadline = time.monotonic() + timeout
         path = self.machine.agent_serial_path
+        # Short pings first: a ping sent before the agent opened its serial device is
+        # lost, and waiting out a long timeout then delays the connect by seconds.
+        ping_timeout = LISTEN_PING_FIRST_TIMEOUT
         while time.monotonic() < deadline:
             self.machine.check_alive()
             with contextlib.suppress(AdareError, OSError):
-                if (await SerialAgentClient.ping_path(path, timeout=3.0)).get("listening"):
+                if (await SerialAgentClient.ping_path(path, timeout=ping_timeout)).get("listening"):
                     return True
+            ping_timeout = min(ping_timeout * 1.5, LISTEN_PING_MAX_TIMEOUT)
             await asyncio.sleep(0.2)
         return False
 

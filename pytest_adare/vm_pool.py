@@ -66,7 +66,7 @@ def is_infrastructure_error(error: BaseException) -> bool:
     return isinstance(error, (*INFRASTRUCTURE_ERRORS, VMBroken))
 
 
-@dataclass
+@dataclass(eq=False)  # identity: two VMs are never "equal"
 class PooledVM:
     """One VM of the pool and what the pool knows about its state."""
 

@@ -8,9 +8,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import websockets.version
 
-from adare_guest.identity import bundle_hash
-from pytest_adare.agent_bundle import build_agent_bundle, bundle_bytes
+from adare_guest.identity import source_hash
+from pytest_adare.agent_bundle import (
+    build_agent_bundle,
+    bundle_bytes,
+    bundle_id,
+    lazy_version_metadata_import,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +29,24 @@ def test_same_code_gives_the_same_bytes_and_cache_file(tmp_path: Path) -> None:
     first, second = build_agent_bundle(), build_agent_bundle()
     assert first == second
     assert first.path.parent == tmp_path / "cache" / "pytest-adare" / "bundles"
-    assert first.bundle_hash == bundle_hash()
+
+
+def test_bundle_id_member_is_the_hash_of_every_other_member() -> None:
+    bundle = build_agent_bundle()
+    with zipfile.ZipFile(bundle.path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    assert members["BUNDLE_ID"].decode().strip() == bundle.bundle_hash
+    assert bundle_id(members) == bundle.bundle_hash
+    changed = dict(members)
+    changed["websockets/version.py"] += b"\n# another websockets release\n"
+    assert bundle_id(changed) != bundle.bundle_hash
+
+
+def test_identity_covers_third_party_content_not_only_our_sources() -> None:
+    # Same adare_guest and frame_codec sources, different third-party content.
+    console, gui = build_agent_bundle(), build_agent_bundle(gui=True)
+    assert console.bundle_hash != gui.bundle_hash
+    assert source_hash() not in (console.bundle_hash, gui.bundle_hash)
 
 
 def test_bundle_holds_only_pure_python_agent_code() -> None:
@@ -56,7 +79,8 @@ def test_a_plain_python_imports_the_agent_from_the_zip_without_site_packages() -
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "import websockets.asyncio.server, serial, adare_guest.cli;"
         "from adare_guest.identity import bundle_hash;"
-        "print(websockets.__file__); print(bundle_hash())"
+        "print(websockets.__file__); print(bundle_hash());"
+        "print(websockets.__version__, 'importlib.metadata' in sys.modules)"
     )
     done = subprocess.run(
         [sys.executable, "-S", "-I", "-c", script, str(bundle.path)],
@@ -65,6 +89,56 @@ def test_a_plain_python_imports_the_agent_from_the_zip_without_site_packages() -
         timeout=60,
         check=True,
     )
-    where, inside_hash = done.stdout.split()
+    where, inside_hash, version, metadata_imported = done.stdout.split()
     assert where.startswith(str(bundle.path))
+    assert where.endswith(".pyc"), "zipimport compiled the source: the bundled .pyc is unusable"
     assert inside_hash == bundle.bundle_hash
+    assert version == websockets.version.version
+    assert metadata_imported == "False"
+
+
+def test_an_agent_run_from_sources_reports_the_source_hash() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from adare_guest.identity import bundle_hash; print(bundle_hash())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == source_hash()
+
+
+def test_a_bundle_without_bundle_id_falls_back_to_the_source_hash(tmp_path: Path) -> None:
+    old = tmp_path / "old.pyz"
+    with zipfile.ZipFile(build_agent_bundle().path) as archive, zipfile.ZipFile(old, "w") as out:
+        for name in archive.namelist():
+            if name != "BUNDLE_ID":
+                out.writestr(name, archive.read(name))
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "from adare_guest.identity import bundle_hash, source_hash;"
+        "print(bundle_hash() == source_hash(), len(bundle_hash()))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-I", "-c", script, str(old)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split() == ["True", "64"]
+
+
+def test_websockets_version_imports_metadata_only_where_it_is_used() -> None:
+    source = Path(websockets.version.__file__).read_bytes()
+    moved = lazy_version_metadata_import(source)
+    head, _, branch = moved.decode().partition("if not released:")
+    assert "importlib.metadata" not in head
+    assert "\n    import importlib.metadata\n" in branch
+    assert lazy_version_metadata_import(moved) == moved
+    other = b"import importlib.metadata\nversion = importlib.metadata.version('x')\n"
+    assert lazy_version_metadata_import(other) == other
