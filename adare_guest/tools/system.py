@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from adare_guest import __version__
-from adare_guest.child_watcher import watch_children_with_pidfd
 from adare_guest.identity import PROTOCOL_VERSION, bundle_hash
 from adare_guest.protocol import EventType
 from adare_guest.tools.base import CallContext, ToolGroup, kill_process_tree, tool
@@ -189,7 +188,6 @@ async def run_foreground(ctx: CallContext, spec: CommandSpec) -> Completed:
     :raise OSError: the command cannot be started.
     """
     started = time.monotonic()
-    watch_children_with_pidfd()
     proc = await asyncio.create_subprocess_exec(
         *spec.argv,
         cwd=spec.cwd,
