@@ -99,8 +99,32 @@ def load_pyautogui() -> types.ModuleType:
         ) from None
     pyautogui.FAILSAFE = False
     pyautogui.PAUSE = PYAUTOGUI_PAUSE
+    if sys.platform.startswith("linux"):
+        _align_x11_shift_levels()
     module: types.ModuleType = pyautogui
     return module
+
+
+def _align_x11_shift_levels() -> None:
+    """Map each printable ASCII character to a keycode at the shift level pyautogui uses.
+
+    pyautogui presses Shift for characters such as ``<`` but takes whichever keycode X
+    lists first for the keysym; on a pc105 keymap that is the extra ``<>`` key, where
+    Shift gives ``>``. For ASCII the keysym equals the code point, so the right keycode
+    is the one holding that keysym at level 1 (shifted) or 0 (plain).
+    """
+    from pyautogui import _pyautogui_x11 as x11
+
+    display = x11._display
+    for code_point in range(0x20, 0x7F):
+        char = chr(code_point)
+        if char not in x11.keyboardMapping:
+            continue
+        level = 1 if x11.pyautogui.isShiftCharacter(char) else 0
+        for keycode, index in display.keysym_to_keycodes(code_point):
+            if index == level:
+                x11.keyboardMapping[char] = keycode
+                break
 
 
 def encode_png(image: Any) -> str:

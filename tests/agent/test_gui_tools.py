@@ -250,6 +250,24 @@ async def test_long_text_arrives_complete_and_in_order(client: StrictClient, pro
     assert typed() == text
 
 
+async def test_every_printable_ascii_character_arrives_as_itself(
+    client: StrictClient, probe: Probe
+) -> None:
+    # pc105 keymaps hold "<" on two keys; the shifted level of the extra one is ">".
+    text = "".join(chr(c) for c in range(0x20, 0x7F))
+
+    def typed() -> str:
+        return "".join(
+            ast.literal_eval(line.split(" ", 2)[2])
+            for line in probe.lines()
+            if line.startswith("key ") and not line.startswith("key Shift")
+        )
+
+    assert (await client.ok("keyboard", type="type", key=text))["status"] == "success"
+    await wait_until(lambda: len(typed()) >= len(text), f"{len(text)} typed characters")
+    assert typed() == text
+
+
 @pytest.mark.parametrize(
     "chord", ["ctrl+c", "Ctrl+C", ["ctrl", "c"]], ids=["string", "capitalised", "list"]
 )
