@@ -34,6 +34,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import importlib.util
 import io
 import os
@@ -95,7 +96,9 @@ def cache_root() -> Path:
 
 
 def _package_dir(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
+    # The installed files, whatever sys.modules holds (a test may have replaced a module);
+    # packages installed in editable mode are found by their own finder.
+    spec = importlib.machinery.PathFinder.find_spec(name) or importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(f"package {name!r} is not installed on the host")
     return Path(next(iter(spec.submodule_search_locations)))

@@ -40,6 +40,8 @@ class LoopThread:
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
+            if future.done():  # the coroutine's own TimeoutError (the same class since 3.11)
+                raise
             future.cancel()
             raise TimeoutError(f"coroutine did not finish within {timeout} s") from None
 

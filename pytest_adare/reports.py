@@ -121,9 +121,7 @@ def _attach_evidence(item: pytest.Item, report: pytest.TestReport, infra: bool) 
     _html_extras(item.config, report, screenshots)
 
 
-def _html_extras(
-    config: pytest.Config, report: pytest.TestReport, screenshots: list[Path]
-) -> None:
+def _html_extras(config: pytest.Config, report: pytest.TestReport, screenshots: list[Path]) -> None:
     """Screenshots as pytest-html image extras (base64: works with and without
     ``--self-contained-html``)."""
     if not config.pluginmanager.hasplugin("html"):

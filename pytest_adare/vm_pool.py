@@ -61,6 +61,11 @@ class VMBroken(AdareError):
         )
 
 
+def describe_error(error: BaseException) -> str:
+    """An error as a first cause: our errors speak for themselves, others get their type."""
+    return str(error) if isinstance(error, AdareError) else f"{type(error).__name__}: {error}"
+
+
 def is_infrastructure_error(error: BaseException) -> bool:
     """Whether ``error`` means the VM or the agent broke (an ERROR, not a FAILURE)."""
     return isinstance(error, (*INFRASTRUCTURE_ERRORS, VMBroken))
@@ -146,8 +151,8 @@ class VMPool:
         if key not in self._vms:
             try:
                 self._vms[key] = self._boot(request, f"vm{len(self._vms)}")
-            except INFRASTRUCTURE_ERRORS as error:
-                self._broken[key] = str(error)
+            except Exception as error:  # whatever broke the boot breaks it for every test
+                self._broken[key] = describe_error(error)
                 raise
         return self._vms[key]
 
@@ -193,8 +198,8 @@ class VMPool:
         started = time.monotonic()
         try:
             done = self._clean(pooled, isolation)
-        except INFRASTRUCTURE_ERRORS as error:
-            self.mark_broken(pooled, str(error))
+        except Exception as error:
+            self.mark_broken(pooled, describe_error(error))
             raise
         pooled.dirty = True
         pooled.suspect = False

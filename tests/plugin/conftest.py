@@ -11,6 +11,15 @@ import pytest
 pytest_plugins = ["pytester"]
 
 
+@pytest.fixture(autouse=True)
+def _shared_image_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner runs get pytester's fresh HOME; point them at this user's image cache so a
+    built-in image is built once, not once per test."""
+    from pytest_adare.agent_bundle import cache_root
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache_root().parent))
+
+
 @pytest.fixture(scope="session")
 def test_image() -> str:
     """The ``--adare-vm`` value the e2e tests boot."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -112,6 +113,9 @@ def test_one_session_isolation_evidence_and_errors(
             "*boot it again: qemu-system-x86_64 * -loadvm adare-ready",
         ]
     )
+    kept = [line.rsplit(": ", 1)[1] for line in result.outlines if line.startswith("kept the")]
+    assert len(kept) == 1 and Path(kept[0]).is_file()
+    shutil.rmtree(Path(kept[0]).parent)
     properties = {(p.get("name"), p.get("value")) for p in ET.parse(junit).iter("property")}
     assert ("adare_screenshot", str(evidence / "screenshot.png")) in properties
     assert ("adare_artifacts", str(evidence)) in properties
@@ -197,6 +201,18 @@ def _qemu_descendants(pid: int) -> set[int]:
     return {p for p, cmd in commands.items() if b"qemu-system" in cmd and descends(p)}
 
 
+def _vm_dirs(qemus: set[int]) -> set[Path]:
+    """The per-VM temporary directories named on these QEMUs' command lines."""
+    folders = set()
+    for pid in qemus:
+        for arg in Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0"):
+            for part in arg.split(","):
+                value = part.split("=", 1)[-1]
+                if value.startswith("/tmp/adare-") and value.endswith((".qcow2", ".sock")):
+                    folders.add(Path(value).parent)
+    return folders
+
+
 def test_sigkill_of_pytest_leaves_no_qemu(pytester: pytest.Pytester, test_image: str) -> None:
     ready = pytester.path / "vm-is-up"
     pytester.makepyfile(
@@ -233,6 +249,7 @@ def test_sigkill_of_pytest_leaves_no_qemu(pytester: pytest.Pytester, test_image:
             time.sleep(0.5)
         qemus = _qemu_descendants(inner.pid)
         assert qemus, "no QEMU child of the inner pytest found"
+        leftovers = _vm_dirs(qemus)
     finally:
         if inner.poll() is None:
             os.kill(inner.pid, signal.SIGKILL)
@@ -241,6 +258,8 @@ def test_sigkill_of_pytest_leaves_no_qemu(pytester: pytest.Pytester, test_image:
     while any(Path(f"/proc/{pid}").exists() for pid in qemus):
         assert time.monotonic() < deadline, f"QEMU {qemus} still alive 30 s after SIGKILL"
         time.sleep(0.2)
+    for folder in leftovers:  # a SIGKILLed pytest cannot remove its VM's directories
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_the_examples_pass(pytester: pytest.Pytester, test_image: str) -> None:
