@@ -39,6 +39,9 @@ from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu_argv import AGENT_GUEST_PORT, MachineConfig, build_qemu_argv
 from pytest_adare.reaper import spawn
 
+# Seconds between typed characters: the guest must drain the PS/2 queue in between.
+TYPE_KEY_INTERVAL = 0.03
+
 T = TypeVar("T")
 
 _USERNET_FORWARD = re.compile(
@@ -595,10 +598,19 @@ class Machine:
         """Press ``keys`` together and release them (``send_keys("ctrl", "alt", "t")``)."""
         self._run(self.asend_input(qemu_input.key_events(keys)))
 
-    def type_text(self, text: str) -> None:
-        """Type ``text`` key by key on a US layout (shift where a character needs it)."""
+    async def atype_text(self, text: str, key_interval: float = TYPE_KEY_INTERVAL) -> None:
+        """Async twin of :meth:`type_text`."""
         for batch in qemu_input.text_events(text):
-            self._run(self.asend_input(batch))
+            await self.asend_input(batch)
+            await asyncio.sleep(key_interval)
+
+    def type_text(self, text: str, key_interval: float = TYPE_KEY_INTERVAL) -> None:
+        """Type ``text`` key by key on a US layout (shift where a character needs it).
+
+        The emulated PS/2 keyboard buffers only 16 scancodes (about four characters) and
+        drops what arrives while the guest has not read them, so characters are paced.
+        """
+        self._run(self.atype_text(text, key_interval))
 
     def mouse_move(self, x: int, y: int, *, screen: tuple[int, int] | None = None) -> None:
         """Move the USB tablet pointer; ``x, y`` in 0..32767, or pixels of ``screen=(w, h)``."""

@@ -118,8 +118,7 @@ class MachineGui:
             await self._button(f"wheel-{direction}", False)
 
     async def atype_text(self, text: str) -> None:
-        for batch in qemu_input.text_events(text):
-            await self.machine.asend_input(batch)
+        await self.machine.atype_text(text)
 
     async def asend_keys(self, keys: Sequence[str]) -> None:
         await self.machine.asend_input(qemu_input.key_events(list(keys)))
