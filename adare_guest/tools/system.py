@@ -10,6 +10,7 @@ far is returned). Output is decoded as UTF-8 with ``errors="replace"``.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import platform
 import shlex
@@ -25,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from adare_guest import __version__
+from adare_guest.config import AgentConfig
 from adare_guest.identity import PROTOCOL_VERSION, bundle_hash
 from adare_guest.protocol import EventType
-from adare_guest.tools.base import CallContext, ToolGroup, kill_process_tree, tool
+from adare_guest.tools.base import AgentState, CallContext, ToolGroup, kill_process_tree, tool
 
 DEFAULT_SHELL_TIMEOUT = 300.0
 PIPE_DRAIN_SECONDS = 2.0
@@ -248,7 +250,13 @@ class SystemTools(ToolGroup):
     """Shell commands and facts about the guest."""
 
     python_executable: str = sys.executable
-    """The interpreter ``install_dependencies`` installs into: the agent's own."""
+    """The interpreter whose pip ``install_dependencies`` runs."""
+
+    def __init__(self, config: AgentConfig, state: AgentState) -> None:
+        super().__init__(config, state)
+        self.dependency_dir = config.run_dir / "site-packages"
+        if self.dependency_dir.is_dir():  # installed by an earlier run of the agent
+            _add_import_path(self.dependency_dir)
 
     @tool(timeout=DEFAULT_SHELL_TIMEOUT)
     async def execute_shell(
@@ -344,7 +352,12 @@ class SystemTools(ToolGroup):
         prefer_binary: bool = False,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """``pip install`` ``dependencies`` into the agent's own Python."""
+        """``pip install --target RUN_DIR/site-packages``: importable by test functions.
+
+        A target directory keeps the guest's system Python untouched (no PEP 668
+        conflict, nothing written outside the run directory) and works for an agent
+        started with ``python3 -S``.
+        """
         deps = dependencies.split() if isinstance(dependencies, str) else list(dependencies)
         bad = [d for d in deps if not d.strip() or d.lstrip().startswith("-")]
         if bad:
@@ -352,7 +365,8 @@ class SystemTools(ToolGroup):
         if not deps:
             return {"status": "success", "message": "nothing to install", "installed": []}
         python = self.python_executable
-        argv = [python, "-m", "pip", "install", "--disable-pip-version-check"]
+        argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--upgrade"]
+        argv += ["--no-warn-script-location", "--target", str(self.dependency_dir)]
         argv += ["--prefer-binary"] if prefer_binary else []
         probe = await _run_captured(ctx, [python, "-m", "pip", "--version"], 60)
         if probe[0] != 0:
@@ -363,6 +377,8 @@ class SystemTools(ToolGroup):
             }
         await ctx.emit(EventType.PROGRESS, {"message": f"installing {len(deps)} packages"})
         code, out, err = await _run_captured(ctx, [*argv, *deps], ctx.timeout)
+        if code == 0:
+            _add_import_path(self.dependency_dir)
         return {
             "status": "success" if code == 0 else "error",
             "message": f"pip exited with {code}",
@@ -371,6 +387,14 @@ class SystemTools(ToolGroup):
             "stderr": _decode(err),
             "installed": deps if code == 0 else [],
         }
+
+
+def _add_import_path(directory: Path) -> None:
+    """Make packages under ``directory`` importable by this process (after the agent's own)."""
+    entry = str(directory)
+    if entry not in sys.path:
+        sys.path.append(entry)
+    importlib.invalidate_caches()
 
 
 async def _read_into(stream: asyncio.StreamReader | None, sink: bytearray) -> None:
