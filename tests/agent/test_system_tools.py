@@ -247,7 +247,7 @@ async def test_install_dependencies_installs_under_the_run_dir_importable_by_the
     result = await client.ok("install_dependencies", dependencies=[str(wheel)], _wait=300)
     assert result["status"] == "success", result["stderr"]
     target = agent_config.run_dir / "site-packages"
-    assert (target / name / "__init__.py").is_file()
+    assert (target / f"{name}.py").is_file()
     # The agent (in this process) imports it now; the system Python is untouched.
     assert str(target) in sys.path
     module = importlib.import_module(name)

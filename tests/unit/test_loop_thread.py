@@ -32,7 +32,7 @@ def test_a_wait_that_runs_out_is_cancelled_and_says_so(loop_thread: LoopThread) 
             cancelled.set()
             raise
 
-    with pytest.raises(TimeoutError, match="did not finish within 0.2 s"):
+    with pytest.raises(TimeoutError, match=r"did not finish within 0\.2 s"):
         loop_thread.run(forever(), timeout=0.2)
 
     async def was_cancelled() -> bool:

@@ -20,6 +20,7 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # usr-is-merged: else apt satisfies init-system-helpers with usrmerge, which drags in perl.
 _CONSOLE_PACKAGES = (
     "python3",
+    "python3-pip",  # install_dependencies (pip install --target RUN_DIR/site-packages)
     "qemu-guest-agent",
     "iproute2",
     "kmod",
