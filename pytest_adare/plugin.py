@@ -56,3 +56,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if needs_vm(item):
             item.add_marker(skip)
+
+
+def pytest_assertrepr_compare(
+    config: pytest.Config, op: str, left: object, right: object
+) -> list[str] | None:
+    """Explain failed asserts on filesystem diffs by their unexpected entries."""
+    from pytest_adare.fs_assert import assertrepr_compare
+
+    return assertrepr_compare(op, left, right)

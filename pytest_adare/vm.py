@@ -27,6 +27,7 @@ from pytest_adare import qemu_input
 from pytest_adare.agent_bundle import AgentBundle, build_agent_bundle
 from pytest_adare.client import AgentClient
 from pytest_adare.connection import AgentConnection
+from pytest_adare.desktop_ready import await_focused_window
 from pytest_adare.diagnosis import AgentFacts, guest_facts, serial_health, unreachable
 from pytest_adare.errors import AdareError, AgentDisconnected, AgentUnreachable, QGAError
 from pytest_adare.guest import AsyncGuest, Guest
@@ -56,6 +57,7 @@ LISTEN_PING_FIRST_TIMEOUT = 1.0
 LISTEN_PING_MAX_TIMEOUT = 3.0
 """Bound on waiting for the agent to report (over serial) that it listens."""
 BOOT_TIMEOUT = 300.0
+DESKTOP_TIMEOUT = 120.0
 """Bound on guest boot up to the agent's start (TCG on a busy 2-core host is slow)."""
 
 
@@ -230,7 +232,7 @@ class VM:
         t = time.monotonic()
         self._machine = Machine(booted, self.workdir, fw_cfg=entries, **self._machine_options)
         self.machine.start()
-        self._phase("qemu", t, f"accel {self.machine.accel} ({self.machine.accel_reason})")
+        self._phase("qemu", t, self.machine.accel_reason or f"accel {self.machine.accel}")
         self._run(self._aready(0, hand_off))
         return self
 
@@ -262,6 +264,12 @@ class VM:
             self._guest.aio.host_gui = host_gui
         info = connection.server_info
         self._phase("connect", t, f"{self.transport}, agent {info.get('version', '?')}")
+        if self.manifest.desktop:
+            t = time.monotonic()
+            focused = await await_focused_window(
+                self._guest.aio, DESKTOP_TIMEOUT, console_tail=self.machine.console_tail(20)
+            )
+            self._phase("desktop", t, f"{focused} has the keyboard focus")
 
     async def _await_listening(self, timeout: float) -> bool:
         """Wait until the agent's serial health report says it listens (a slow guest takes

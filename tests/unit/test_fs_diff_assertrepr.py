@@ -59,12 +59,7 @@ def test_unrelated_comparisons_are_left_to_pytest() -> None:
     assert assertrepr_compare("<", example_diff().created, {"x"}) is None
 
 
-def test_pytest_shows_the_explanation_in_a_real_failure(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(
-        "from pytest_adare.fs_snapshot import assertrepr_compare\n"
-        "def pytest_assertrepr_compare(config, op, left, right):\n"
-        "    return assertrepr_compare(op, left, right)\n"
-    )
+def test_the_plugin_explains_a_failed_diff_assert(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         "from pytest_adare.fs_snapshot import Entry, FsSnapshot\n"
         "E = Entry('file', 1, 0o100644, 0, 0, 1, 1.0, 1.0, 1.0, None, None, None)\n"
@@ -74,7 +69,7 @@ def test_pytest_shows_the_explanation_in_a_real_failure(pytester: pytest.Pyteste
         "    diff = after.diff(before)\n"
         "    assert diff.deleted == {'/h/r.pdf'}\n"
     )
-    result = pytester.runpytest("-p", "no:adare", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider")  # the installed adare plugin
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
