@@ -186,25 +186,31 @@ def _install_busybox_applets(rootfs: Path) -> None:
 
 
 def take_kernel(recipe: Recipe, kernel_dir: Path, rootfs: Path, out_dir: Path) -> Path:
-    """Copy ``vmlinuz`` to ``out_dir`` and the recipe's module subtrees back into
-    ``rootfs``; returns the full modules directory (for the initrd)."""
+    """Copy ``vmlinuz`` to ``out_dir`` and the recipe's module subtrees and single
+    modules back into ``rootfs``; returns the full modules directory (for the initrd)."""
     version = kernel_version(kernel_dir)
     shutil.copyfile(kernel_dir / f"boot/vmlinuz-{version}", out_dir / "vmlinuz")
     modules = kernel_dir / "modules" / version
-    if recipe.rootfs_module_dirs:
-        _keep_modules(modules, recipe.rootfs_module_dirs, rootfs / "lib/modules" / version)
+    wanted = _rootfs_module_names(recipe, modules)
+    if wanted:
+        _keep_modules(modules, wanted, rootfs / "lib/modules" / version)
         subprocess.run(
             ["chroot", str(rootfs), "depmod", version], check=True, timeout=300, capture_output=True
         )
     return modules
 
 
-def _keep_modules(modules: Path, subtrees: tuple[str, ...], target: Path) -> None:
-    wanted = [
+def _rootfs_module_names(recipe: Recipe, modules: Path) -> list[str]:
+    """The recipe's single modules and every module in its subtrees."""
+    in_subtrees = [
         path.name.split(".ko", 1)[0]
-        for subtree in subtrees
+        for subtree in recipe.rootfs_module_dirs
         for path in (modules / subtree).rglob("*.ko*")
     ]
+    return [*in_subtrees, *recipe.rootfs_modules]
+
+
+def _keep_modules(modules: Path, wanted: list[str], target: Path) -> None:
     for relative in module_load_order(modules, wanted):
         (target / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(modules / relative, target / relative)

@@ -217,21 +217,46 @@ def test_diagnosis_agent_not_running_names_its_last_log_line(vm: VM) -> None:
     assert "can't open file" in diagnosis
 
 
+# Like firewalld's default zone: loopback passes, the agent's port from outside is dropped.
+AGENT_PORT_FIREWALL = b"""
+table inet adare_firewall {
+    chain input {
+        type filter hook input priority filter; policy accept;
+        iifname != "lo" tcp dport 18765 drop
+    }
+}
+"""
+LOOPBACK_CONNECT = "import socket; socket.create_connection(('127.0.0.1', 18765), 10).close()"
+
+
+def netfilter_modules(proc_modules: str) -> list[str]:
+    """The netfilter modules named in the text of ``/proc/modules``."""
+    names = (line.split()[0] for line in proc_modules.splitlines() if line.strip())
+    return [name for name in names if name.startswith(("nf", "x_tables", "ip_tables"))]
+
+
 def test_diagnosis_firewall_drop(manifest: ImageManifest, tmp_path: Path) -> None:
     with launch(manifest.path or manifest.disk, progress=None, workdir=tmp_path) as fw_vm:
-        tools = fw_vm.guest.shell("command -v nft || command -v iptables").stdout.strip()
-        if not tools:
-            pytest.skip("the built-in image has neither nft nor iptables to drop port 18765")
-        chain = "'{ type filter hook input priority 0; }'"
-        rule = (
-            f"nft add table inet t; nft add chain inet t in {chain};"
-            " nft add rule inet t in tcp dport 18765 drop"
-            if tools.endswith("nft")
-            else "iptables -A INPUT -p tcp --dport 18765 -j DROP"
-        )
-        # in the background: the rule also cuts the connection this shell call runs over
-        fw_vm.guest.shell(f"(sleep 1; {rule}) >/dev/null 2>&1 &")
-        time.sleep(3)
+        at_boot = fw_vm.guest.shell("command -v nft; cat /proc/modules").check().stdout
+        assert "/nft\n" in at_boot, "the image has no nft: rebuild it (adare-image build debian)"
+        assert netfilter_modules(at_boot) == [], "netfilter modules loaded at boot"
+
+        async def firewall_the_agent_port() -> tuple[int, str, int, str]:
+            # over QGA: the rule cuts the agent connection this would otherwise run over
+            await fw_vm.qga.sync(timeout=60)
+            added = await fw_vm.qga.exec(["nft", "-f", "-"], input_data=AGENT_PORT_FIREWALL)
+            local = await fw_vm.qga.exec(["python3", "-c", LOOPBACK_CONNECT])
+            loaded = await fw_vm.qga.exec(["cat", "/proc/modules"])
+            return added.exitcode, added.stderr.decode(), local.exitcode, loaded.stdout.decode()
+
+        added, error, local, loaded = shared_loop().run(firewall_the_agent_port(), timeout=120)
+        assert added == 0, f"nft -f failed: {error}"
+        assert local == 0, "the firewall also dropped the guest's own loopback connection"
+        assert "nf_tables" in netfilter_modules(loaded), "nft did not load nf_tables on demand"
         with pytest.raises(AgentUnreachable) as caught:
             fw_vm.reconnect()
-        assert "forwarded connection is dropped" in caught.value.diagnosis
+    diagnosis = caught.value.diagnosis
+    named = "dropped: nftables rule in table inet adare_firewall chain input drops it"
+    assert "inside the guest but the forwarded connection is" in diagnosis, diagnosis
+    assert named in diagnosis and "18765 drop" in diagnosis, diagnosis
+    assert caught.value.details["connect_errors"], "the host's connects did not fail"

@@ -8,8 +8,6 @@ import os
 
 import pytest
 
-pytest_plugins = ["pytester"]
-
 
 @pytest.fixture(autouse=True)
 def _shared_image_cache(monkeypatch: pytest.MonkeyPatch) -> None:

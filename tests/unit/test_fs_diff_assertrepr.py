@@ -6,8 +6,6 @@ import pytest
 
 from pytest_adare.fs_snapshot import Entry, FsDiff, FsSnapshot, assertrepr_compare
 
-pytest_plugins = ["pytester"]
-
 
 def entry(size: int = 1, mode: int = 0o100644) -> Entry:
     return Entry("file", size, mode, 0, 0, 1, 1.0, 1.0, 1.0, None, None, None)

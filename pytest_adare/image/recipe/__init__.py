@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from importlib import resources
 
 BUILDER_VERSION = 1
@@ -37,6 +37,11 @@ _DESKTOP_PACKAGES = (
     "python3-xlib",
     "python3-pil",
 )
+# nft, so a test can firewall the agent's port for real (issue 5's diagnosis). Its kernel
+# modules load on demand (the kernel runs modprobe when nft opens its netlink socket),
+# never at boot: nothing in the console image uses netfilter until a test does.
+_FIREWALL_PACKAGES = ("nftables",)
+_FIREWALL_MODULES = ("nf_tables",)
 # Loaded by the initrd (those built into the kernel are skipped).
 _INITRD_MODULES = (
     "virtio_pci",
@@ -80,6 +85,9 @@ class Recipe:
     inittab_extra: tuple[str, ...]
     dpkg_excludes: tuple[str, ...] = ()
     """Extra files dpkg never unpacks (dpkg ``path-exclude`` globs)."""
+    rootfs_modules: tuple[str, ...] = ()
+    """Single modules (and their dependencies) kept in the root disk for ``modprobe`` to
+    load on demand: the kernel asks for them by alias when something first uses them."""
 
     def script(self, name: str) -> bytes:
         """The bytes of one recipe file in this package."""
@@ -88,12 +96,20 @@ class Recipe:
     def recipe_hash(self) -> str:
         """A short sha256 of every input that changes the built image."""
         digest = hashlib.sha256()
-        fields = asdict(self)
-        fields["builder_version"] = BUILDER_VERSION
-        digest.update(json.dumps(fields, sort_keys=True).encode())
+        digest.update(json.dumps(self._hashed_fields(), sort_keys=True).encode())
         for name in sorted({*self.scripts, "initrd-init.sh"}):
             digest.update(name.encode() + b"\0" + self.script(name))
         return digest.hexdigest()[:16]
+
+    def _hashed_fields(self) -> dict[str, object]:
+        """The fields, but optional ones only when set: adding an optional field to
+        :class:`Recipe` then changes the hash (and rebuilds) only images that use it."""
+        values = asdict(self)
+        for spec in fields(self):
+            if spec.default is not MISSING and values[spec.name] == spec.default:
+                del values[spec.name]
+        values["builder_version"] = BUILDER_VERSION
+        return values
 
 
 _COMMON_SCRIPTS = ("lib.sh", "sysinit.sh", "agent-service.sh", "qga-service.sh", "shutdown.sh")
@@ -105,7 +121,7 @@ def debian_recipe(desktop: bool = False, suite: str = DEFAULT_SUITE) -> Recipe:
         return Recipe(
             name="debian",
             suite=suite,
-            packages=_CONSOLE_PACKAGES,
+            packages=_CONSOLE_PACKAGES + _FIREWALL_PACKAGES,
             kernel_package="linux-image-cloud-amd64",
             initrd_modules=_INITRD_MODULES,
             rootfs_module_dirs=(),
@@ -116,6 +132,7 @@ def debian_recipe(desktop: bool = False, suite: str = DEFAULT_SUITE) -> Recipe:
             python_flags="-S",
             scripts=_COMMON_SCRIPTS,
             inittab_extra=(),
+            rootfs_modules=_FIREWALL_MODULES,
         )
     return Recipe(
         name="debian-desktop",
