@@ -1,24 +1,22 @@
-"""Which image the e2e tests boot.
+"""Which images the e2e tests boot.
 
-``$ADARE_TEST_IMAGE`` (a manifest path), else the manifest path written to
-``/tmp/adare-image-ready.txt`` by an image build, else ``resolve_image("debian")``
-(the built-in image, built on first use and cached).
+``$ADARE_TEST_IMAGE`` / ``$ADARE_TEST_DESKTOP_IMAGE`` (a manifest, its directory, a
+disk or a built-in name), else the built-in ``debian`` / ``debian-desktop`` images,
+built on first use and cached (``scripts/test`` builds them before pytest runs).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-from pytest_adare.image.manifest import ImageManifest, load_manifest, resolve_image
-
-READY_FILE = Path("/tmp/adare-image-ready.txt")
+from pytest_adare.image.manifest import ImageManifest, resolve_image
 
 
 def image_under_test() -> ImageManifest:
-    """The manifest of the image to boot."""
-    if os.environ.get("ADARE_TEST_IMAGE"):
-        return load_manifest(os.environ["ADARE_TEST_IMAGE"])
-    if READY_FILE.is_file() and READY_FILE.read_text().strip():
-        return load_manifest(READY_FILE.read_text().strip())
-    return resolve_image("debian")
+    """The manifest of the console image to boot."""
+    return resolve_image(os.environ.get("ADARE_TEST_IMAGE") or "debian")
+
+
+def desktop_image_under_test() -> ImageManifest:
+    """The manifest of the desktop image to boot."""
+    return resolve_image(os.environ.get("ADARE_TEST_DESKTOP_IMAGE") or "debian-desktop")

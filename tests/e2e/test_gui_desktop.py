@@ -1,34 +1,31 @@
 """GUI on the built-in desktop image: screenshots, typing, template waits, host-side input.
 
-One VM for the module. The image is ``$ADARE_DESKTOP_IMAGE`` (a manifest), else the
-manifest path written to ``/tmp/adare-desktop-image-ready.txt`` by an image build,
-else the built-in ``debian-desktop`` (built on first use). Its init starts X,
+One VM for the module. The image is ``$ADARE_TEST_DESKTOP_IMAGE``, else the built-in
+``debian-desktop`` (built on first use; see ``image_under_test.py``). Its init starts X,
 openbox and an xterm that has the keyboard focus; what is typed is verified through
 files the typed commands write, read back with ``guest.shell``.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import secrets
 import string
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
+from image_under_test import desktop_image_under_test
 from PIL import Image
 
 from pytest_adare import launch
 from pytest_adare.guest import AsyncGuest, Guest
-from pytest_adare.image.manifest import ImageManifest, load_manifest, resolve_image
+from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.image_match import Box, ImageNotFound
 from pytest_adare.vm import VM, MachineGui
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-READY_FILE = Path("/tmp/adare-desktop-image-ready.txt")
 TERMINAL_TIMEOUT = 120  # the desktop session starts after the agent under TCG
 FILE_TIMEOUT = 60  # typed text reaches the file through X, xterm and the shell
 TYPEABLE = string.ascii_letters + string.digits + string.punctuation + " "
@@ -59,17 +56,9 @@ sys.exit(1)
 """
 
 
-def desktop_manifest() -> ImageManifest:
-    if os.environ.get("ADARE_DESKTOP_IMAGE"):
-        return load_manifest(os.environ["ADARE_DESKTOP_IMAGE"])
-    if READY_FILE.is_file() and READY_FILE.read_text().strip():
-        return load_manifest(READY_FILE.read_text().strip())
-    return resolve_image("debian-desktop")
-
-
 @pytest.fixture(scope="module")
 def manifest() -> ImageManifest:
-    return desktop_manifest()
+    return desktop_image_under_test()
 
 
 @pytest.fixture(scope="module")
