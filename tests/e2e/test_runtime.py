@@ -1,7 +1,7 @@
 """The host runtime end to end on the built-in image under real QEMU (TCG here).
 
-The image comes from ``ADARE_E2E_IMAGE`` (a manifest) or the path another helper
-writes to ``/tmp/adare-image-ready.txt``; without either the module is skipped.
+The image comes from ``$ADARE_TEST_IMAGE``, else the built-in ``debian`` image
+(see ``image_under_test.py``).
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from image_under_test import image_under_test
 
 from pytest_adare import launch
 from pytest_adare.agent_bundle import build_agent_bundle
 from pytest_adare.client import AgentClient
 from pytest_adare.errors import AgentUnreachable
 from pytest_adare.guest import AsyncGuest, Guest
-from pytest_adare.image.manifest import AgentSpec, ImageManifest, load_manifest
+from pytest_adare.image.manifest import AgentSpec, ImageManifest
 from pytest_adare.install import (
     GuestLayout,
     agent_config,
@@ -37,18 +38,12 @@ from pytest_adare.serial_client import SerialAgentClient
 from pytest_adare.vm import VM, MachineGui
 
 pytestmark = pytest.mark.e2e
-READY_FILE = Path("/tmp/adare-image-ready.txt")
 BAKED = GuestLayout("linux", "/adare/run", None)  # where the built-in image bakes its agent
 
 
 @pytest.fixture(scope="module")
 def manifest() -> ImageManifest:
-    spec = os.environ.get("ADARE_E2E_IMAGE") or (
-        READY_FILE.read_text().strip() if READY_FILE.exists() else ""
-    )
-    if not spec:
-        pytest.skip("no built-in image: set ADARE_E2E_IMAGE or build it (adare-image build)")
-    return load_manifest(spec)
+    return image_under_test()
 
 
 @pytest.fixture(scope="module")
