@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import contextlib
 import hashlib
 import io
@@ -281,8 +282,7 @@ class AsyncGuest:
         first = await self._pull_chunk(guest_path, 0, chunk_size)
         if first.get("is_directory"):
             raise ToolError("pull_file_chunk", f"{guest_path!r} is a directory in the guest", first)
-        total_chunks = int(first["total_chunks"])
-        file_size = int(first.get("file_size", 0))
+        total_chunks, file_size = _chunk_layout(guest_path, first, chunk_size)
         part = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -321,16 +321,16 @@ class AsyncGuest:
         last: dict[str, Any] = first
         with part.open("wb") as out:
 
-            def write(chunk: dict[str, Any]) -> None:
+            def write(chunk: dict[str, Any], index: int) -> None:
                 nonlocal done
-                data = base64.b64decode(chunk.get("chunk_data") or "")
-                out.seek(int(chunk["chunk_index"]) * chunk_size)
+                data = _chunk_data(guest_path, chunk, index, chunk_size, file_size)
+                out.seek(index * chunk_size)
                 out.write(data)
                 done += len(data)
                 if progress is not None:
                     progress(done, file_size)
 
-            write(first)
+            write(first, 0)
             indexes = iter(range(1, total_chunks))
             in_flight: dict[asyncio.Task[dict[str, Any]], int] = {}
             try:
@@ -344,14 +344,16 @@ class AsyncGuest:
                     for task in finished:
                         index = in_flight.pop(task)
                         chunk = task.result()
-                        write(chunk)
+                        write(chunk, index)
                         if index == total_chunks - 1:
                             last = chunk
             finally:
                 for task in in_flight:
                     task.cancel()
         sha256 = last.get("sha256")
-        return str(sha256) if sha256 else None
+        if not isinstance(sha256, str) or not sha256:
+            raise ToolError("pull_file_chunk", f"{guest_path!r}: last chunk has no sha256", None)
+        return sha256
 
     async def push(
         self,
@@ -673,3 +675,51 @@ __all__ = [
     "TestOutcome",
     "tool_result",
 ]
+
+
+def _chunk_layout(guest_path: str, first: dict[str, Any], chunk_size: int) -> tuple[int, int]:
+    """(total_chunks, file_size) from chunk 0, checked for consistency: guest data is
+    untrusted, and a lying size must not make the host write or hash gigabytes."""
+    try:
+        total_chunks, file_size = int(first["total_chunks"]), int(first.get("file_size", 0))
+    except (KeyError, TypeError, ValueError):
+        raise ToolError(
+            "pull_file_chunk", f"{guest_path!r}: chunk 0 has no valid size", None
+        ) from None
+    expected = max(1, -(-file_size // chunk_size)) if file_size >= 0 else -1
+    if total_chunks != expected:
+        raise ToolError(
+            "pull_file_chunk",
+            f"{guest_path!r}: guest reports {total_chunks} chunks for {file_size} bytes "
+            f"(expected {expected} of {chunk_size} bytes)",
+            None,
+        )
+    return total_chunks, file_size
+
+
+def _chunk_data(
+    guest_path: str, chunk: dict[str, Any], index: int, chunk_size: int, file_size: int
+) -> bytes:
+    """The bytes of chunk ``index``, refused unless it is the chunk asked for, with the
+    length the announced file size implies (the file changed, or the guest lies)."""
+    if chunk.get("chunk_index") != index:
+        raise ToolError(
+            "pull_file_chunk",
+            f"{guest_path!r}: asked for chunk {index}, got {chunk.get('chunk_index')!r}",
+            None,
+        )
+    try:
+        data = base64.b64decode(chunk.get("chunk_data") or "", validate=True)
+    except (binascii.Error, ValueError):
+        raise ToolError(
+            "pull_file_chunk", f"{guest_path!r}: chunk {index} is not base64", None
+        ) from None
+    expected = min(chunk_size, file_size - index * chunk_size)
+    if len(data) != expected:
+        raise ToolError(
+            "pull_file_chunk",
+            f"{guest_path!r}: chunk {index} has {len(data)} bytes, expected {expected} "
+            "(the file changed during the pull?)",
+            None,
+        )
+    return data

@@ -97,7 +97,7 @@ FILES: dict[str, Answer] = {
     LONG: honest(b"long"),
     "/home/user/lying-hash": lying_hash(b"tampered"),
     "/home/user/endless": endless(b"A" * 4096),
-    "/home/user/far-index": far_index(b"far"),  # only in the small-cap test: slow to hash
+    "/home/user/far-index": far_index(b"far"),
     "/home/user/lying-size": honest(b"much more than the snapshot said"),
 }
 
@@ -224,7 +224,8 @@ async def test_lies_about_hash_length_and_offsets_leave_no_file(
     assert pulled == []
     assert {rows[p]["status"] for p in liars} == {"failed"}
     assert "sha256 mismatch" in rows["/home/user/lying-hash"]["reason"]
-    assert "more than 10000 bytes" in rows["/home/user/endless"]["reason"]
+    assert "guest reports 50 chunks for 5 bytes" in rows["/home/user/endless"]["reason"]
+    assert "guest reports 2 chunks for 3 bytes" in rows["/home/user/far-index"]["reason"]
     assert all_files(dest) == {dest / MANIFEST_NAME}
 
 
