@@ -32,7 +32,7 @@ from PIL import Image
 
 from pytest_adare.connection import AgentConnection, EventCallback
 from pytest_adare.errors import GuestCommandFailed, ToolError
-from pytest_adare.evidence import pull_changed
+from pytest_adare.evidence import DEFAULT_MAX_BYTES, pull_changed
 from pytest_adare.fs_snapshot import FsDiff, FsSnapshot
 from pytest_adare.image_match import Box, ImageLike, Region, wait_for_image
 from pytest_adare.loop_thread import shared_loop
@@ -494,9 +494,25 @@ class AsyncGuest:
         watch.after = await self.fs_snapshot(root, **options)
         watch.diff = watch.after.diff(watch.before)
 
-    async def pull_changed(self, diff: FsDiff, dest: str | os.PathLike[str]) -> list[Path]:
-        """Copy created and modified files to ``dest/<guest path>`` (contained under dest)."""
-        return await pull_changed(self, diff, Path(dest))
+    async def pull_changed(
+        self,
+        diff: FsDiff,
+        dest: str | os.PathLike[str],
+        *,
+        include_timestamps_only: bool = True,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> list[Path]:
+        """Copy created and modified files to ``dest/<guest path>`` (contained under dest).
+
+        See :func:`pytest_adare.evidence.pull_changed` for the manifest and the limits.
+        """
+        return await pull_changed(
+            self,
+            diff,
+            Path(dest),
+            include_timestamps_only=include_timestamps_only,
+            max_bytes=max_bytes,
+        )
 
     # -- guest test functions ---------------------------------------------------------
 
@@ -642,9 +658,20 @@ class Guest:
         watch.after = self.fs_snapshot(root, **options)
         watch.diff = watch.after.diff(watch.before)
 
-    def pull_changed(self, diff: FsDiff, dest: str | os.PathLike[str]) -> list[Path]:
+    def pull_changed(
+        self,
+        diff: FsDiff,
+        dest: str | os.PathLike[str],
+        *,
+        include_timestamps_only: bool = True,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> list[Path]:
         """Copy created and modified files to ``dest/<guest path>``."""
-        return _run(self.aio.pull_changed(diff, dest))
+        return _run(
+            self.aio.pull_changed(
+                diff, dest, include_timestamps_only=include_timestamps_only, max_bytes=max_bytes
+            )
+        )
 
     def upload_testfunctions(self, directory: str | os.PathLike[str]) -> dict[str, Any]:
         """Upload a test-function collection directory."""

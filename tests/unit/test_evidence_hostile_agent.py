@@ -278,3 +278,14 @@ async def test_paths_that_normalise_to_one_host_path_do_not_overwrite(
     assert {p.name for p in pulled} == {"report.txt", "report.txt~2"}
     rows = manifest(dest)
     assert (dest / rows["/home/user/./report.txt"]["host_path"]).read_bytes() == b"second"
+
+
+@pytest.mark.asyncio
+async def test_the_guest_facade_passes_the_size_cap_on(
+    hostile_guest: AsyncGuest, dest: Path
+) -> None:
+    report = "/home/user/report.txt"  # 2.7 MB, honest
+    pulled = await hostile_guest.pull_changed(created(report), dest, max_bytes=1_000_000)
+    row = manifest(dest)[report]
+    assert pulled == [] and row["status"] == "failed"
+    assert "1000000" in row["reason"]
