@@ -10,13 +10,10 @@ import csv
 import hashlib
 import json
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from image_under_test import image_under_test
 
-from pytest_adare import launch
 from pytest_adare.evidence import MANIFEST_NAME
 from pytest_adare.fs_diff import FsDiff
 from pytest_adare.fs_export import CSV_COLUMNS
@@ -47,17 +44,8 @@ def p(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VM]:
-    manifest = image_under_test()
-    with launch(
-        manifest.path or manifest.disk, workdir=tmp_path_factory.mktemp("vm"), progress=None
-    ) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def vm_guest(vm: VM) -> Guest:
-    return vm.guest
+def vm_guest(console_vm: VM) -> Guest:
+    return console_vm.guest
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,10 @@ import hashlib
 import io
 import textwrap
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from image_under_test import image_under_test
 
-from pytest_adare import launch
 from pytest_adare.errors import ToolError
 from pytest_adare.guest import Guest, TestOutcome
 from pytest_adare.testfunction_upload import assert_outcome
@@ -97,15 +94,6 @@ def uses_dep(ctx):
 
 
 @pytest.fixture(scope="module")
-def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VM]:
-    manifest = image_under_test()
-    with launch(
-        manifest.path or manifest.disk, workdir=tmp_path_factory.mktemp("vm"), progress=None
-    ) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
 def collections(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory holding the ``checks`` and ``needs_dep`` collections."""
     root = tmp_path_factory.mktemp("collections")
@@ -116,11 +104,11 @@ def collections(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def uploaded(vm: VM, collections: Path) -> Guest:
+def uploaded(console_vm: VM, collections: Path) -> Guest:
     """The guest with ``collections`` uploaded."""
-    answer = vm.guest.upload_testfunctions(collections)
+    answer = console_vm.guest.upload_testfunctions(collections)
     assert sorted(answer["collections"]) == ["checks", "needs_dep"]
-    return vm.guest
+    return console_vm.guest
 
 
 def test_success_carries_the_returned_detail(uploaded: Guest) -> None:
