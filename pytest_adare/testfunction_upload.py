@@ -25,8 +25,8 @@ from typing import Protocol
 
 import pytest
 
+from adare_guest.archive import MAX_MEMBERS, UnsafeArchive, check_archive
 from adare_guest.protocol import MAX_HOST_MESSAGE
-from adare_guest.tools.testing import MAX_MEMBERS, UnsafeArchive, check_archive
 from pytest_adare.errors import AdareError
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from adare_guest.tools import testing
+from adare_guest import archive
 
 if TYPE_CHECKING:
     from conftest import StrictClient
@@ -223,12 +223,12 @@ async def test_zip_bomb_and_oversized_archives_are_refused(
     refused = await client.ok("upload_testfunctions", testfunctions_data=bomb)
     assert refused["status"] == "error" and "compression ratio" in refused["message"]
 
-    monkeypatch.setattr(testing, "MAX_TOTAL_SIZE", 1000)
+    monkeypatch.setattr(archive, "MAX_TOTAL_SIZE", 1000)
     big = make_zip({"checks/checks.py": CHECKS, "checks/blob": "x" * 2000})
     refused = await client.ok("upload_testfunctions", testfunctions_data=big)
     assert refused["status"] == "error" and "more than 1000" in refused["message"]
 
-    monkeypatch.setattr(testing, "MAX_MEMBERS", 3)
+    monkeypatch.setattr(archive, "MAX_MEMBERS", 3)
     many = make_zip({"checks/checks.py": CHECKS, **{f"checks/f{i}": "" for i in range(5)}})
     refused = await client.ok("upload_testfunctions", testfunctions_data=many)
     assert refused["status"] == "error" and "6 entries" in refused["message"]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from adare_guest.archive import extract_archive
 from adare_guest.testfunctions import TestStatus, load_collection, run_test_function
-from adare_guest.tools.testing import extract_archive
 from pytest_adare.guest import TestOutcome
 from pytest_adare.testfunction_upload import (
     MAX_ZIP_BYTES,
