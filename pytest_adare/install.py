@@ -35,7 +35,7 @@ from pytest_adare.agent_bundle import AgentBundle, cache_root
 from pytest_adare.errors import QGAError
 from pytest_adare.image.initrd import handoff_initrd
 from pytest_adare.image.manifest import ImageManifest
-from pytest_adare.qga import AsyncQGAClient
+from pytest_adare.qemu.qga import AsyncQGAClient
 
 AGENT_PORT = 18765
 FW_CFG_CONFIG = "opt/adare/config.json"

@@ -48,7 +48,7 @@ def qemu_version(binary: str = "qemu-system-x86_64") -> str:
 
 def kvm_note() -> str:
     """What ``auto`` will pick, decided without starting QEMU (the boot line says more)."""
-    from pytest_adare.accel import kvm_unusable_reason
+    from pytest_adare.qemu.accel import kvm_unusable_reason
 
     unusable = kvm_unusable_reason()
     if unusable:

@@ -23,7 +23,6 @@ from typing import Any, TypeVar
 
 from PIL import Image
 
-from pytest_adare import qemu_input
 from pytest_adare.agent_bundle import AgentBundle, build_agent_bundle
 from pytest_adare.client import AgentClient
 from pytest_adare.connection import AgentConnection
@@ -42,8 +41,9 @@ from pytest_adare.install import (
     uses_boot_handoff,
 )
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.machine import Machine
-from pytest_adare.qga import AsyncQGAClient
+from pytest_adare.qemu import input_events as qemu_input
+from pytest_adare.qemu.machine import Machine
+from pytest_adare.qemu.qga import AsyncQGAClient
 from pytest_adare.serial_client import SerialAgentClient
 
 T = TypeVar("T")

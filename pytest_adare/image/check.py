@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_adare.accel import AccelRequest
 from pytest_adare.agent_bundle import build_agent_bundle
 from pytest_adare.client import AgentClient
 from pytest_adare.errors import (
@@ -38,8 +37,9 @@ from pytest_adare.install import (
     new_token,
 )
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.machine import Machine
-from pytest_adare.qga import AsyncQGAClient
+from pytest_adare.qemu.accel import AccelRequest
+from pytest_adare.qemu.machine import Machine
+from pytest_adare.qemu.qga import AsyncQGAClient
 
 Progress = Callable[[str], None]
 INIT_READY = r"adare-init: system ready"

@@ -22,8 +22,8 @@ from image_under_test import image_under_test
 from pytest_adare.errors import VMDied, VMLaunchError
 from pytest_adare.image.build import file_sha256
 from pytest_adare.image.manifest import ImageManifest
-from pytest_adare.machine import Machine
-from pytest_adare.qga import QGAClient
+from pytest_adare.qemu.machine import Machine
+from pytest_adare.qemu.qga import QGAClient
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.e2e
 # follows the forking thread, so this fails unless spawn() forks from a long-lived one.
 CHILD = """
 import subprocess, sys, threading, time
-from pytest_adare.reaper import spawn
+from pytest_adare.qemu.reaper import spawn
 
 pids = []
 def start():
@@ -69,7 +69,7 @@ import sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from image_under_test import image_under_test
-from pytest_adare.machine import Machine
+from pytest_adare.qemu.machine import Machine
 
 machine = Machine(image_under_test(), Path(tempfile.mkdtemp()), accel="tcg").start()
 print(machine.pid, flush=True)
@@ -95,7 +95,7 @@ def test_a_started_machine_dies_with_its_sigkilled_python_process() -> None:
 
 
 def test_spawn_refuses_to_replace_its_death_signal_hook() -> None:
-    from pytest_adare.reaper import spawn
+    from pytest_adare.qemu.reaper import spawn
 
     with pytest.raises(ValueError, match="preexec_fn"):
         spawn(["true"], preexec_fn=lambda: None)

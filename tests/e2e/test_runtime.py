@@ -32,8 +32,8 @@ from pytest_adare.install import (
     stop_agent,
 )
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.machine import Machine
-from pytest_adare.qga import AsyncQGAClient
+from pytest_adare.qemu.machine import Machine
+from pytest_adare.qemu.qga import AsyncQGAClient
 from pytest_adare.serial_client import SerialAgentClient
 from pytest_adare.vm import VM, MachineGui
 

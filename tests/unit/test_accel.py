@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_adare import accel
-from pytest_adare.accel import choose_accel, kvm_unusable_reason
+from pytest_adare.qemu import accel
+from pytest_adare.qemu.accel import choose_accel, kvm_unusable_reason
 
 
 def test_tcg_on_request_needs_no_probe() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_adare.console_capture import ConsoleCapture
+from pytest_adare.qemu.console import ConsoleCapture
 
 
 @pytest.mark.asyncio

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_adare.qemu_argv import MachineConfig, build_qemu_argv
+from pytest_adare.qemu.argv import MachineConfig, build_qemu_argv
 
 BASE = MachineConfig(
     qmp_path=Path("/run/vm/qmp.sock"),

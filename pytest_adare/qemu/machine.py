@@ -31,13 +31,13 @@ from typing import Any, Protocol, TypeVar
 from PIL import Image
 from qemu.qmp import EventListener, QMPClient
 
-from pytest_adare import qemu_input
-from pytest_adare.accel import AccelChoice, AccelRequest, choose_accel
-from pytest_adare.console_capture import ConsoleCapture
 from pytest_adare.errors import AdareError, VMDied, VMLaunchError, VMTimeout
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.qemu_argv import AGENT_GUEST_PORT, MachineConfig, build_qemu_argv
-from pytest_adare.reaper import spawn
+from pytest_adare.qemu import input_events as qemu_input
+from pytest_adare.qemu.accel import AccelChoice, AccelRequest, choose_accel
+from pytest_adare.qemu.argv import AGENT_GUEST_PORT, MachineConfig, build_qemu_argv
+from pytest_adare.qemu.console import ConsoleCapture
+from pytest_adare.qemu.reaper import spawn
 
 # Seconds between typed characters: the guest must drain the PS/2 queue in between.
 TYPE_KEY_INTERVAL = 0.03

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_adare.agent_bundle import cache_root
-from pytest_adare.reaper import spawn
+from pytest_adare.qemu.reaper import spawn
 
 AccelRequest = Literal["auto", "kvm", "tcg"]
 

@@ -1,6 +1,6 @@
 """QMP ``input-send-event`` payloads: keys as QEMU qcodes (US layout), absolute pointer.
 
-Pure functions; :class:`pytest_adare.machine.Machine` sends what they build.
+Pure functions; :class:`pytest_adare.qemu.machine.Machine` sends what they build.
 
 Example::
 
