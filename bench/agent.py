@@ -255,7 +255,7 @@ async def bench_snapshot(client: Client) -> dict[str, Any]:
 
 async def bench_serial(workdir: Path, rounds: int) -> dict[str, Any]:
     try:
-        from pytest_adare.serial_client import SerialAgentClient
+        from pytest_adare.agent.serial_client import SerialAgentClient
     except ImportError as exc:
         return {"skipped": f"serial client unavailable: {exc}"}
     if shutil.which("socat") is None:

@@ -120,7 +120,7 @@ def main(image: str) -> dict[str, Any]:
 
 def serial_round_trip(vm: VM) -> dict[str, Any]:
     try:
-        from pytest_adare.serial_client import SerialAgentClient
+        from pytest_adare.agent.serial_client import SerialAgentClient
     except ImportError as exc:
         return {"error": f"serial client unavailable: {exc}"}
     client = shared_loop().run(SerialAgentClient.connect(vm.machine.agent_serial_path), 60)

@@ -7,7 +7,7 @@ can never disagree::
     r = guest.shell("echo hi; exit 3")          # sync, any thread
     r = await guest.aio.shell("echo hi; exit 3")  # async twin, on the shared loop
 
-Transports only implement :class:`pytest_adare.connection.AgentConnection`. With
+Transports only implement :class:`pytest_adare.agent.connection.AgentConnection`. With
 ``host_gui`` set (``gui="host"``), screenshots, pointer and keyboard go to the
 Machine's QMP ``screendump``/``input-send-event`` instead of the in-guest agent.
 """
@@ -30,13 +30,13 @@ from typing import Any, Protocol, TypeVar
 
 from PIL import Image
 
-from pytest_adare.connection import AgentConnection, EventCallback
+from pytest_adare.agent.connection import AgentConnection, EventCallback
+from pytest_adare.agent.testfunction_upload import zip_collection
 from pytest_adare.errors import GuestCommandFailed, ToolError
 from pytest_adare.evidence import DEFAULT_MAX_BYTES, pull_changed
 from pytest_adare.fs_snapshot import FsDiff, FsSnapshot
 from pytest_adare.image_match import Box, ImageLike, Region, wait_for_image
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.testfunction_upload import zip_collection
 
 T = TypeVar("T")
 ProgressCallback = Callable[[int, int], None]

@@ -23,15 +23,10 @@ from typing import Any, TypeVar
 
 from PIL import Image
 
-from pytest_adare.agent_bundle import AgentBundle, build_agent_bundle
-from pytest_adare.client import AgentClient
-from pytest_adare.connection import AgentConnection
-from pytest_adare.desktop_ready import await_focused_window
-from pytest_adare.diagnosis import AgentFacts, guest_facts, serial_health, unreachable
-from pytest_adare.errors import AdareError, AgentDisconnected, AgentUnreachable, QGAError
-from pytest_adare.guest import AsyncGuest, Guest
-from pytest_adare.image.manifest import ImageManifest
-from pytest_adare.install import (
+from pytest_adare.agent.connection import AgentConnection
+from pytest_adare.agent.desktop_ready import await_focused_window
+from pytest_adare.agent.diagnosis import AgentFacts, guest_facts, serial_health, unreachable
+from pytest_adare.agent.install import (
     GuestLayout,
     agent_config,
     install_agent,
@@ -40,11 +35,16 @@ from pytest_adare.install import (
     qga_run,
     uses_boot_handoff,
 )
+from pytest_adare.agent.serial_client import SerialAgentClient
+from pytest_adare.agent.websocket_client import AgentClient
+from pytest_adare.agent_bundle import AgentBundle, build_agent_bundle
+from pytest_adare.errors import AdareError, AgentDisconnected, AgentUnreachable, QGAError
+from pytest_adare.guest import AsyncGuest, Guest
+from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu import input_events as qemu_input
 from pytest_adare.qemu.machine import Machine
 from pytest_adare.qemu.qga import AsyncQGAClient
-from pytest_adare.serial_client import SerialAgentClient
 
 T = TypeVar("T")
 Progress = Callable[[str], None]

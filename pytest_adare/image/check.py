@@ -18,8 +18,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_adare.agent.install import (
+    FW_CFG_CONFIG,
+    GuestLayout,
+    agent_config,
+    boot_handoff,
+    new_token,
+)
+from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.agent_bundle import build_agent_bundle
-from pytest_adare.client import AgentClient
 from pytest_adare.errors import (
     AdareError,
     AgentUnreachable,
@@ -29,13 +36,6 @@ from pytest_adare.errors import (
 )
 from pytest_adare.image.initrd import handoff_initrd
 from pytest_adare.image.manifest import ImageManifest, resolve_image
-from pytest_adare.install import (
-    FW_CFG_CONFIG,
-    GuestLayout,
-    agent_config,
-    boot_handoff,
-    new_token,
-)
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu.accel import AccelRequest
 from pytest_adare.qemu.machine import Machine

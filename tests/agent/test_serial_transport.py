@@ -37,8 +37,8 @@ from adare_guest.serial_link import (
 from adare_guest.serial_transport import CharDevicePort, SerialTransport, open_device
 from adare_guest.server import AdareVMServer
 from frame_codec import DecodeEvent, FrameDecoder, Kind
+from pytest_adare.agent.serial_client import SerialAgentClient, SerialLinkChannel
 from pytest_adare.errors import AgentDisconnected, ToolError
-from pytest_adare.serial_client import SerialAgentClient, SerialLinkChannel
 
 FRAME_TIMEOUT = 0.3
 WAIT = 20.0

@@ -19,22 +19,22 @@ import pytest
 from image_under_test import image_under_test
 
 from pytest_adare import launch
-from pytest_adare.agent_bundle import build_agent_bundle
-from pytest_adare.client import AgentClient
-from pytest_adare.errors import AgentUnreachable
-from pytest_adare.guest import AsyncGuest, Guest
-from pytest_adare.image.manifest import AgentSpec, ImageManifest
-from pytest_adare.install import (
+from pytest_adare.agent.install import (
     GuestLayout,
     agent_config,
     install_agent,
     new_token,
     stop_agent,
 )
+from pytest_adare.agent.serial_client import SerialAgentClient
+from pytest_adare.agent.websocket_client import AgentClient
+from pytest_adare.agent_bundle import build_agent_bundle
+from pytest_adare.errors import AgentUnreachable
+from pytest_adare.guest import AsyncGuest, Guest
+from pytest_adare.image.manifest import AgentSpec, ImageManifest
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu.machine import Machine
 from pytest_adare.qemu.qga import AsyncQGAClient
-from pytest_adare.serial_client import SerialAgentClient
 from pytest_adare.vm import VM, MachineGui
 
 pytestmark = pytest.mark.e2e

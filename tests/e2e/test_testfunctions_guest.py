@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_adare.agent.testfunction_upload import assert_outcome
 from pytest_adare.errors import ToolError
 from pytest_adare.guest import Guest, TestOutcome
-from pytest_adare.testfunction_upload import assert_outcome
 from pytest_adare.vm import VM
 
 pytestmark = pytest.mark.e2e

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_adare.agent_bundle import build_agent_bundle
-from pytest_adare.image.initrd import CpioWriter
-from pytest_adare.image.manifest import AgentSpec, ImageManifest
-from pytest_adare.install import (
+from pytest_adare.agent.install import (
     FW_CFG_BUNDLE,
     FW_CFG_CONFIG,
     prepare_boot_handoff,
     uses_boot_handoff,
 )
+from pytest_adare.agent_bundle import build_agent_bundle
+from pytest_adare.image.initrd import CpioWriter
+from pytest_adare.image.manifest import AgentSpec, ImageManifest
 
 BUSYBOX = shutil.which("busybox")
 

@@ -21,7 +21,7 @@ from adare_guest.protocol import (
     encode_message,
     parse_message,
 )
-from pytest_adare.client import AgentClient
+from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.errors import (
     AgentDisconnected,
     AgentUnreachable,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_adare.diagnosis import (
+from pytest_adare.agent.diagnosis import (
     AgentFacts,
     decide,
     firewall_blocks,

@@ -21,7 +21,7 @@ import pytest
 import pytest_asyncio
 from websockets.asyncio.server import ServerConnection, serve
 
-from pytest_adare.client import AgentClient
+from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.evidence import MANIFEST_NAME, pull_changed
 from pytest_adare.fs_snapshot import Entry, FsSnapshot
 from pytest_adare.guest import AsyncGuest

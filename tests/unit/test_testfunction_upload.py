@@ -11,8 +11,7 @@ import pytest
 
 from adare_guest.archive import extract_archive
 from adare_guest.testfunctions import TestStatus, load_collection, run_test_function
-from pytest_adare.guest import TestOutcome
-from pytest_adare.testfunction_upload import (
+from pytest_adare.agent.testfunction_upload import (
     MAX_ZIP_BYTES,
     GuestTestWarning,
     InvalidCollection,
@@ -20,6 +19,7 @@ from pytest_adare.testfunction_upload import (
     assert_outcome,
     zip_collection,
 )
+from pytest_adare.guest import TestOutcome
 
 CHECKS = """
 from adare_guest.testfunctions import testfunction

@@ -1,7 +1,7 @@
 """The transport-independent half of an agent client: calls, results and events.
 
-Both host clients (:class:`pytest_adare.client.AgentClient` over WebSocket and
-:class:`pytest_adare.serial_client.SerialAgentClient` over the DV serial link) derive
+Both host clients (:class:`pytest_adare.agent.websocket_client.AgentClient` over WebSocket and
+:class:`pytest_adare.agent.serial_client.SerialAgentClient` over the DV serial link) derive
 from :class:`CallRouter`. It keeps pending calls keyed by id, turns ``tool_result``
 messages into results or :class:`ToolError`, answers the agent's pings, hands events to
 subscribers from a task of their own (a slow subscriber never delays a result) and,
@@ -37,7 +37,7 @@ from adare_guest.protocol import (
     new_id,
     parse_message,
 )
-from pytest_adare.connection import EventCallback
+from pytest_adare.agent.connection import EventCallback
 from pytest_adare.errors import AgentDisconnected, ProtocolViolation, ToolError, VMTimeout
 
 log = logging.getLogger(__name__)

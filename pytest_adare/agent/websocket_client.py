@@ -9,7 +9,7 @@ One connection, calls multiplexed by id::
 "Connected" means a full WebSocket handshake *and* an answer to our ``connect``
 message: QEMU's user-mode forwarding accepts the host's TCP connection even when
 nothing listens in the guest, so an open socket proves nothing. Calls, results and
-events are routed by :class:`~pytest_adare.call_router.CallRouter`; this module only
+events are routed by :class:`~pytest_adare.agent.call_router.CallRouter`; this module only
 moves WebSocket text frames. When the connection drops, every pending call fails at
 once with :class:`AgentDisconnected`.
 """
@@ -23,7 +23,12 @@ from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from pytest_adare.call_router import CLIENT_INFO, DEFAULT_CALL_TIMEOUT, TIMEOUT_GRACE, CallRouter
+from pytest_adare.agent.call_router import (
+    CLIENT_INFO,
+    DEFAULT_CALL_TIMEOUT,
+    TIMEOUT_GRACE,
+    CallRouter,
+)
 from pytest_adare.errors import AgentDisconnected, AgentUnreachable, ProtocolViolation
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 QEMU exposes the agent's serial port as a Unix stream socket; this client speaks the
 link layer of :mod:`adare_guest.serial_link` over it and offers the same interface as
-the WebSocket :class:`~pytest_adare.client.AgentClient`::
+the WebSocket :class:`~pytest_adare.agent.websocket_client.AgentClient`::
 
     client = await SerialAgentClient.connect("/run/vm/agent-serial.sock")
     result = await client.call("get_timestamp", {})
@@ -43,8 +43,8 @@ from adare_guest.serial_link import (
     Retry,
     fragments,
 )
-from pytest_adare.call_router import CLIENT_INFO as WEBSOCKET_CLIENT_INFO
-from pytest_adare.call_router import CallRouter
+from pytest_adare.agent.call_router import CLIENT_INFO as WEBSOCKET_CLIENT_INFO
+from pytest_adare.agent.call_router import CallRouter
 from pytest_adare.errors import AgentDisconnected, ProtocolViolation
 
 EXCHANGE_TIMEOUT = 4.0

@@ -6,8 +6,24 @@ ready state saved before that would restore a half-started desktop for every tes
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from pytest_adare.errors import VMTimeout
-from pytest_adare.guest import AsyncGuest
+
+
+class _ShellResult(Protocol):
+    @property
+    def returncode(self) -> int: ...
+    @property
+    def stdout(self) -> str: ...
+    @property
+    def stderr(self) -> str: ...
+
+
+class RunsShell(Protocol):
+    """What the probe needs: the guest facade's ``shell`` (kept structural, no import)."""
+
+    async def shell(self, command: str, *, timeout: float | None = None) -> _ShellResult: ...
 
 # Runs in the guest (python3 with python-xlib, which desktop images carry): exit 0 and
 # print the WM_CLASS once the input focus is on a managed top-level window.
@@ -38,7 +54,7 @@ sys.exit(1)
 
 
 async def await_focused_window(
-    guest: AsyncGuest, timeout: float, display: str = ":0", console_tail: list[str] | None = None
+    guest: RunsShell, timeout: float, display: str = ":0", console_tail: list[str] | None = None
 ) -> str:
     """Wait until a window on ``display`` has the keyboard focus; its WM_CLASS.
 

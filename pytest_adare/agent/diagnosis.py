@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from pytest_adare.client import describe_error
+from pytest_adare.agent.websocket_client import describe_error
 from pytest_adare.errors import AgentUnreachable
 
 LOOPBACK = ("127.0.0.1", "::1")

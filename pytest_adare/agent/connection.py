@@ -1,7 +1,7 @@
 """What the Guest facade needs from a transport: the ``AgentConnection`` protocol.
 
-Both :class:`pytest_adare.client.AgentClient` (WebSocket) and
-:class:`pytest_adare.serial_client.SerialAgentClient` (DV serial link) satisfy it, so
+Both :class:`pytest_adare.agent.websocket_client.AgentClient` (WebSocket) and
+:class:`pytest_adare.agent.serial_client.SerialAgentClient` (DV serial link) satisfy it, so
 the facade is written once over :meth:`AgentConnection.call`.
 """
 
