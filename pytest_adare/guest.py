@@ -33,8 +33,9 @@ from PIL import Image
 from pytest_adare.agent.connection import AgentConnection, EventCallback
 from pytest_adare.agent.testfunction_upload import zip_collection
 from pytest_adare.errors import GuestCommandFailed, ToolError
-from pytest_adare.evidence import DEFAULT_MAX_BYTES, pull_changed
-from pytest_adare.fs_snapshot import FsDiff, FsSnapshot
+from pytest_adare.forensics.diff import FsDiff
+from pytest_adare.forensics.evidence import DEFAULT_MAX_BYTES, pull_changed
+from pytest_adare.forensics.snapshot import FsSnapshot
 from pytest_adare.image_match import Box, ImageLike, Region, wait_for_image
 from pytest_adare.loop_thread import shared_loop
 
@@ -504,7 +505,7 @@ class AsyncGuest:
     ) -> list[Path]:
         """Copy created and modified files to ``dest/<guest path>`` (contained under dest).
 
-        See :func:`pytest_adare.evidence.pull_changed` for the manifest and the limits.
+        See :func:`pytest_adare.forensics.evidence.pull_changed` for the manifest and the limits.
         """
         return await pull_changed(
             self,

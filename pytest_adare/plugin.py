@@ -62,6 +62,6 @@ def pytest_assertrepr_compare(
     config: pytest.Config, op: str, left: object, right: object
 ) -> list[str] | None:
     """Explain failed asserts on filesystem diffs by their unexpected entries."""
-    from pytest_adare.fs_assert import assertrepr_compare
+    from pytest_adare.forensics.assertrepr import assertrepr_compare
 
     return assertrepr_compare(op, left, right)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_adare.evidence import MANIFEST_NAME
-from pytest_adare.fs_diff import FsDiff
-from pytest_adare.fs_export import CSV_COLUMNS
-from pytest_adare.fs_snapshot import FsSnapshot
+from pytest_adare.forensics.diff import FsDiff
+from pytest_adare.forensics.evidence import MANIFEST_NAME
+from pytest_adare.forensics.export import CSV_COLUMNS
+from pytest_adare.forensics.snapshot import FsSnapshot
 from pytest_adare.guest import Guest
 from pytest_adare.vm import VM
 

@@ -22,8 +22,8 @@ import pytest_asyncio
 from websockets.asyncio.server import ServerConnection, serve
 
 from pytest_adare.agent.websocket_client import AgentClient
-from pytest_adare.evidence import MANIFEST_NAME, pull_changed
-from pytest_adare.fs_snapshot import Entry, FsSnapshot
+from pytest_adare.forensics.evidence import MANIFEST_NAME, pull_changed
+from pytest_adare.forensics.snapshot import Entry, FsSnapshot
 from pytest_adare.guest import AsyncGuest
 
 Answer = Callable[[int, int], dict[str, Any]]

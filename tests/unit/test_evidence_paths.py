@@ -7,7 +7,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from pytest_adare.evidence import UnsafeGuestPath, contained_path, relative_evidence_path
+from pytest_adare.forensics.evidence import UnsafeGuestPath, contained_path, relative_evidence_path
 
 
 @pytest.mark.parametrize(

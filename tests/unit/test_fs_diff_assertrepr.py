@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_adare.fs_snapshot import Entry, FsDiff, FsSnapshot, assertrepr_compare
+from pytest_adare.forensics.assertrepr import assertrepr_compare
+from pytest_adare.forensics.diff import FsDiff
+from pytest_adare.forensics.entry import Entry
+from pytest_adare.forensics.snapshot import FsSnapshot
 
 
 def entry(size: int = 1, mode: int = 0o100644) -> Entry:
@@ -59,7 +62,7 @@ def test_unrelated_comparisons_are_left_to_pytest() -> None:
 
 def test_the_plugin_explains_a_failed_diff_assert(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
-        "from pytest_adare.fs_snapshot import Entry, FsSnapshot\n"
+        "from pytest_adare.forensics.snapshot import Entry, FsSnapshot\n"
         "E = Entry('file', 1, 0o100644, 0, 0, 1, 1.0, 1.0, 1.0, None, None, None)\n"
         "def test_rm():\n"
         "    before = FsSnapshot('/h', {'/h/r.pdf': E, '/h/keep': E})\n"

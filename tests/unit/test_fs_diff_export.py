@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_adare.fs_export import escape_bodyfile_name
-from pytest_adare.fs_snapshot import Entry, FsDiff, FsSnapshot
+from pytest_adare.forensics.diff import FsDiff
+from pytest_adare.forensics.entry import Entry
+from pytest_adare.forensics.export import escape_bodyfile_name
+from pytest_adare.forensics.snapshot import FsSnapshot
 
 T0 = 1_760_000_000.25
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from pytest_adare.fs_snapshot import FsDiff, FsSnapshot, SnapshotFormatError
+from pytest_adare.forensics.diff import FsDiff
+from pytest_adare.forensics.snapshot import FsSnapshot, SnapshotFormatError
 
 T0 = 1_760_000_000.0
 

@@ -1,4 +1,4 @@
-"""Writers (and the JSON reader) for :meth:`FsDiff.export`.
+"""Writers (and the JSON reader) for ``FsDiff.export``.
 
 - ``json``: ``{format, version, metadata, summary, changes:[...]}``, ASCII
   only (non-UTF-8 names as ``\\udcXX`` escapes, read back losslessly).
@@ -17,12 +17,49 @@ import csv
 import json
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
-from pytest_adare.fs_diff import FsDiff, Modifications, PathSet
-from pytest_adare.fs_snapshot import Entry, SnapshotFormatError, entry_from_meta, entry_to_meta
+from pytest_adare.forensics.entry import (
+    Entry,
+    SnapshotFormatError,
+    entry_from_meta,
+    entry_to_meta,
+)
+
+FieldPair = tuple[Any, Any]
+
+
+class DiffLike(Protocol):
+    """What the writers read of a diff (``FsDiff`` fits; kept structural so this
+    module does not import the class that calls it)."""
+
+    @property
+    def created(self) -> frozenset[str]: ...
+    @property
+    def deleted(self) -> frozenset[str]: ...
+    @property
+    def modified(self) -> Mapping[str, Mapping[str, FieldPair]]: ...
+    @property
+    def timestamps_only(self) -> frozenset[str]: ...
+
+    before_entries: dict[str, Entry]
+    after_entries: dict[str, Entry]
+    metadata: dict[str, Any]
+
+    def entry(self, path: str) -> Entry | None: ...
+
+
+class DiffFields(NamedTuple):
+    """A diff read back from a ``json`` export: the constructor arguments of ``FsDiff``."""
+
+    created: list[str]
+    deleted: list[str]
+    modified: dict[str, dict[str, FieldPair]]
+    before_entries: dict[str, Entry]
+    after_entries: dict[str, Entry]
+    metadata: dict[str, Any]
 
 DIFF_FORMAT = "adare-fs-diff"
 DIFF_FORMAT_VERSION = 1
@@ -32,14 +69,14 @@ _TSK_TYPE_LETTER = {"file": "r", "dir": "d", "symlink": "l"}
 _NAME_ESCAPES = {"%": "%25", "|": "%7C", "\n": "%0A", "\r": "%0D"}
 
 
-def _changes(diff: FsDiff) -> Iterator[tuple[str, str]]:
+def _changes(diff: DiffLike) -> Iterator[tuple[str, str]]:
     """(path, change) for every change, sorted by path."""
     tagged = [(p, "created") for p in diff.created] + [(p, "deleted") for p in diff.deleted]
     tagged += [(p, "modified") for p in diff.modified]
     return iter(sorted(tagged))
 
 
-def write_json(diff: FsDiff, target: Path) -> None:
+def write_json(diff: DiffLike, target: Path) -> None:
     """The ``json`` export: metadata, summary counts, and every change with its entries."""
     changes: list[dict[str, Any]] = []
     timestamps_only = diff.timestamps_only
@@ -69,8 +106,8 @@ def write_json(diff: FsDiff, target: Path) -> None:
         json.dump(document, out, indent=1)
 
 
-def read_json(source: Path) -> FsDiff:
-    """Read a ``json`` export back into an :class:`FsDiff` (entries and metadata included).
+def read_json(source: Path) -> DiffFields:
+    """Read a ``json`` export back: the fields of an ``FsDiff`` (entries and metadata included).
 
     :raise SnapshotFormatError: not a diff export, or a malformed change.
     """
@@ -78,7 +115,9 @@ def read_json(source: Path) -> FsDiff:
         document = json.load(stream)
     if not isinstance(document, dict) or document.get("format") != DIFF_FORMAT:
         raise SnapshotFormatError(f"{source}: not an {DIFF_FORMAT} export")
-    created, deleted, modified = [], [], Modifications()
+    created: list[str] = []
+    deleted: list[str] = []
+    modified: dict[str, dict[str, FieldPair]] = {}
     before: dict[str, Entry] = {}
     after: dict[str, Entry] = {}
     for item in document.get("changes", []):
@@ -97,10 +136,10 @@ def read_json(source: Path) -> FsDiff:
             after[path] = entry_from_meta(path, item["after"])
     metadata = dict(document.get("metadata", {}))
     metadata.pop("exported_at", None)
-    return FsDiff(PathSet(created), PathSet(deleted), modified, before, after, metadata)
+    return DiffFields(created, deleted, modified, before, after, metadata)
 
 
-def write_csv(diff: FsDiff, target: Path) -> None:
+def write_csv(diff: DiffLike, target: Path) -> None:
     """The ``csv`` export: a header row, then one row per change (per field when modified)."""
     with open(target, "w", newline="", encoding="utf-8", errors="surrogateescape") as out:
         writer = csv.writer(out)
@@ -119,7 +158,7 @@ def _csv_value(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def write_bodyfile(diff: FsDiff, target: Path) -> None:
+def write_bodyfile(diff: DiffLike, target: Path) -> None:
     """The ``bodyfile`` export, one mactime 3.x line per changed path."""
     with open(target, "w", newline="\n", encoding="utf-8", errors="surrogateescape") as out:
         for path, change in _changes(diff):
@@ -160,7 +199,7 @@ def tsk_mode_string(entry: Entry) -> str:
     return f"{letter}/{letter}{perms[1:]}"
 
 
-WRITERS: dict[str, Callable[[FsDiff, Path], None]] = {
+WRITERS: dict[str, Callable[[DiffLike, Path], None]] = {
     "json": write_json,
     "csv": write_csv,
     "bodyfile": write_bodyfile,

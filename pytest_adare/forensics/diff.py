@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from pytest_adare.fs_snapshot import Entry, FsSnapshot
+from pytest_adare.forensics import export
+from pytest_adare.forensics.entry import Entry
 
 __all__ = ["COMPARED_FIELDS", "TIMESTAMP_FIELDS", "FsDiff", "Modifications", "PathSet"]
 
@@ -148,48 +148,17 @@ class FsDiff:
 
         :raise ValueError: unknown format.
         """
-        from pytest_adare import fs_export
-
         target = Path(path)
         chosen = fmt or target.suffix.lstrip(".")
         if chosen not in EXPORT_FORMATS:
             raise ValueError(f"export format must be one of {EXPORT_FORMATS}, got {chosen!r}")
-        fs_export.WRITERS[chosen](self, target)
+        export.WRITERS[chosen](self, target)
         return target
 
     @classmethod
     def from_json(cls, path: str | Path) -> FsDiff:
         """Read back a diff written by ``export(path, "json")``."""
-        from pytest_adare import fs_export
-
-        return fs_export.read_json(Path(path))
-
-
-def diff_snapshots(before: FsSnapshot, after: FsSnapshot) -> FsDiff:
-    """The :class:`FsDiff` from ``before`` to ``after`` (use ``after.diff(before)``)."""
-    old, new = before.entries, after.entries
-    created = new.keys() - old.keys()
-    deleted = old.keys() - new.keys()
-    modified: dict[str, FieldChanges] = {}
-    for path in new.keys() & old.keys():
-        was, now = old[path], new[path]
-        if was != now:
-            changes = changed_fields(was, now)
-            if changes:
-                modified[path] = changes
-    return FsDiff(
-        created=PathSet(created),
-        deleted=PathSet(deleted),
-        modified=Modifications(modified),
-        before_entries={p: old[p] for p in deleted | modified.keys()},
-        after_entries={p: new[p] for p in created | modified.keys()},
-        metadata={
-            "root": after.root,
-            "os": after.os,
-            "before": before.header(),
-            "after": after.header(),
-        },
-    )
+        return cls(**export.read_json(Path(path))._asdict())
 
 
 def changed_fields(was: Entry, now: Entry) -> FieldChanges:

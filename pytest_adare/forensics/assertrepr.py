@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from typing import Any
 
-from pytest_adare.fs_diff import (
+from pytest_adare.forensics.diff import (
     FieldChanges,
     FsDiff,
     Modifications,

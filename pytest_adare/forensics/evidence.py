@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from pytest_adare.errors import AdareError
-from pytest_adare.fs_diff import FsDiff
+from pytest_adare.forensics.diff import FsDiff
 
 __all__ = ["MANIFEST_NAME", "EvidenceRecord", "UnsafeGuestPath", "contained_path", "pull_changed"]
 
