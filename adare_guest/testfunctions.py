@@ -18,9 +18,16 @@ on), a plain ``assert`` → FAILED, any other exception → ERROR with the
 traceback. Otherwise SUCCESS, and the return value (``None``, a ``str`` or a
 list) becomes the details.
 
-Collections are loaded from their files without touching ``sys.modules`` or
-``sys.path``: each load is a fresh module object with a unique name, so a
-re-uploaded collection never sees a stale copy of itself.
+Collections are loaded from their files without touching ``sys.path``: each
+load is a fresh module object with a unique name, so a re-uploaded collection
+never sees a stale copy of itself. The one thing added to ``sys.modules`` is
+the ``adarelib`` alias of :mod:`adare_guest.adarelib_compat`, so collections
+written for adare import unchanged.
+
+Parameters may hold ``{{ name }}`` placeholders (:mod:`adare_guest.placeholders`):
+placeholders compared as plain text are substituted before the function runs;
+regex and tolerance placeholders are left for the check, which compares with
+``ctx.matches(actual, expected)``.
 """
 
 from __future__ import annotations
@@ -31,25 +38,33 @@ import importlib.util
 import inspect
 import itertools
 import pkgutil
+import sys
 import threading
 import traceback
 import types
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar, overload
+from typing import Any, NoReturn, Protocol, TypeVar, overload, runtime_checkable
+
+from adare_guest.placeholders import Comparison, PlaceholderError, Placeholders, has_placeholders
 
 __all__ = [
     "DEFAULT_TEST_TIMEOUT",
     "STOCK_COLLECTION",
+    "STOCK_COLLECTIONS",
     "Collection",
+    "SupportsTestResult",
     "TestContext",
+    "TestError",
+    "TestFailed",
     "TestFunction",
     "TestFunctionLibrary",
     "TestResult",
     "TestStatus",
     "UnknownTestFunction",
     "arun_test_function",
+    "install_adarelib_alias",
     "load_collection",
     "run_test_function",
     "testfunction",
@@ -59,7 +74,16 @@ DEFAULT_TEST_TIMEOUT = 300.0
 """Seconds a test function may run when neither the call nor the decorator says."""
 
 STOCK_COLLECTION = "standard"
-"""Name of the collection shipped inside ``adare_guest`` (``adare_guest/stock``)."""
+"""The default collection: a bare test name ``f`` means ``standard.f`` (as in adare)."""
+
+STOCK_COLLECTIONS = ("standard", "sqlite", "json", "jsonl", "csv", "xml", "linux", "windows")
+"""Collections shipped inside ``adare_guest`` (``adare_guest/stock/<name>/<name>.py``)."""
+
+HOST_SIDE_UNSUPPORTED = (
+    "test function {name} is declared execute_on_host=True; host-side test functions "
+    "are not supported by pytest-adare (every test function runs in the guest). "
+    "Check the host side in the pytest test itself (e.g. guest.screenshot())"
+)
 
 _MARK = "__adare_testfunction__"
 _module_serial = itertools.count(1)
@@ -93,6 +117,13 @@ class TestResult:
         return {"status": self.status.value, "details": list(self.details)}
 
 
+@runtime_checkable
+class SupportsTestResult(Protocol):
+    """A return value that carries its own verdict (e.g. adarelib's ``TestResult``)."""
+
+    def as_test_result(self) -> TestResult: ...
+
+
 class _Verdict(Exception):
     """Raised by :class:`TestContext` checks to end a test with a verdict."""
 
@@ -100,6 +131,24 @@ class _Verdict(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+class TestFailed(_Verdict):
+    """Raise to end the test as FAILED (what ``ctx.fail_if`` raises)."""
+
+    __test__ = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(TestStatus.FAILED, message)
+
+
+class TestError(_Verdict):
+    """Raise to end the test as ERROR: the check could not be made."""
+
+    __test__ = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(TestStatus.ERROR, message)
 
 
 class UnknownTestFunction(LookupError):
@@ -110,7 +159,8 @@ class TestContext:
     """What a test function receives as ``ctx``.
 
     ``params`` are the call's parameters (also passed as keyword arguments),
-    ``variables`` the agent's variables (``set_variables``), read-only.
+    ``variables`` the agent's variables (``set_variables``) merged with the
+    call's, read-only; ``placeholders`` resolves and compares ``{{ name }}``.
     """
 
     __test__ = False
@@ -120,10 +170,12 @@ class TestContext:
         name: str,
         params: Mapping[str, Any] | None = None,
         variables: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.name = name
         self.params: Mapping[str, Any] = types.MappingProxyType(dict(params or {}))
         self.variables: Mapping[str, Any] = types.MappingProxyType(dict(variables or {}))
+        self.placeholders = Placeholders(variables, metadata)
         self.cancelled = threading.Event()
         """Set when the run timed out; long sync tests may poll it and stop."""
         self._notes: list[str] = []
@@ -157,6 +209,26 @@ class TestContext:
         """One variable set by ``set_variables`` (``default`` when unset)."""
         return self.variables.get(name, default)
 
+    def matches(self, actual: object, expected: object) -> Comparison:
+        """Compare a value found in the guest with an expected one that may hold placeholders.
+
+        ``expected`` without placeholders must equal ``actual``; a lone
+        ``{{ name }}`` compares ``actual`` by that placeholder's metadata; a
+        longer template must match as text around its placeholders. A placeholder
+        that cannot be compared (no such variable, bad metadata) ends the test
+        as ERROR.
+        """
+        if not has_placeholders(expected):
+            ok = actual == expected
+            return Comparison(ok, f"{actual!r} {'equals' if ok else 'differs from'} {expected!r}")
+        assert isinstance(expected, str)
+        try:
+            return self.placeholders.match_template(
+                actual if isinstance(actual, str) else str(actual), expected
+            )
+        except PlaceholderError as exc:
+            raise _Verdict(TestStatus.ERROR, str(exc)) from None
+
     def _finish(self, status: TestStatus, details: list[str]) -> TestResult:
         if status is TestStatus.SUCCESS and self._warned:
             status = TestStatus.WARNING
@@ -165,7 +237,13 @@ class TestContext:
 
 @dataclass(frozen=True)
 class TestFunction:
-    """A decorated function with its registered name."""
+    """A decorated function with its registered name.
+
+    ``category`` and ``execute_on_host`` are adare's decorator arguments, kept
+    as given; a function with ``execute_on_host=True`` answers ERROR when run.
+    ``context_class`` is what ``ctx`` is built from (adare-style functions get
+    the ``adarelib`` context, which adds adare's helper names).
+    """
 
     __test__ = False
 
@@ -173,6 +251,9 @@ class TestFunction:
     description: str
     func: Callable[..., Any]
     timeout: float | None = None
+    category: str | None = None
+    execute_on_host: bool = False
+    context_class: type[TestContext] = TestContext
 
     @property
     def is_async(self) -> bool:
@@ -184,41 +265,82 @@ class TestFunction:
 def testfunction(__func: F) -> F: ...
 @overload
 def testfunction(
-    *, name: str | None = None, description: str = "", timeout: float | None = None
+    name: str | None = None,
+    description: str = "",
+    category: object = None,
+    execute_on_host: bool = False,
+    *,
+    timeout: float | None = None,
 ) -> Callable[[F], F]: ...
 
 
 def testfunction(
-    __func: F | None = None,
-    *,
-    name: str | None = None,
+    name: F | str | None = None,
     description: str = "",
+    category: object = None,
+    execute_on_host: bool = False,
+    *,
     timeout: float | None = None,
 ) -> F | Callable[[F], F]:
     """Mark ``def f(ctx, **params)`` (sync or async) as a test function.
 
     ``name`` defaults to the function's name, ``description`` to its
     docstring's first line, ``timeout`` (seconds) applies when the call gives
-    none. Usable bare (``@testfunction``) or with arguments. The function is
+    none. Usable bare (``@testfunction``), with keywords, or adare's way:
+    ``@testfunction("name", "description", category=..., execute_on_host=False)``.
+    Giving the name or description positionally, or ``category`` /
+    ``execute_on_host``, marks the function adare-style: its ``ctx`` also has
+    adare's helpers (see :mod:`adare_guest.adarelib_compat`). The function is
     returned unchanged, so it stays callable directly.
     """
+    if callable(name):  # bare @testfunction
+        return _register(name, None, "", None, False, None, TestContext)
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"@testfunction name must be a str, got {type(name).__name__}")
     if timeout is not None and timeout <= 0:
         raise ValueError(f"testfunction timeout must be > 0, got {timeout!r}")
+    adare_style = name is not None or category is not None or execute_on_host
+    context_class = _adare_context_class() if adare_style else TestContext
+    category_name = None if category is None else str(getattr(category, "value", category))
 
     def mark(func: F) -> F:
-        if not callable(func):
-            raise TypeError(f"@testfunction needs a function, got {type(func).__name__}")
-        doc = (inspect.getdoc(func) or "").strip().splitlines()
-        info = TestFunction(
-            name=name or func.__name__,
-            description=description or (doc[0] if doc else ""),
-            func=func,
-            timeout=timeout,
+        return _register(
+            func, name, description, category_name, execute_on_host, timeout, context_class
         )
-        setattr(func, _MARK, info)
-        return func
 
-    return mark(__func) if __func is not None else mark
+    return mark
+
+
+def _adare_context_class() -> type[TestContext]:
+    # Imported late: the compat package imports this module.
+    from adare_guest.adarelib_compat.testset.api import TestContext as AdareTestContext
+
+    return AdareTestContext
+
+
+def _register(
+    func: F,
+    name: str | None,
+    description: str,
+    category: str | None,
+    execute_on_host: bool,
+    timeout: float | None,
+    context_class: type[TestContext],
+) -> F:
+    if not callable(func):
+        raise TypeError(f"@testfunction needs a function, got {type(func).__name__}")
+    doc = (inspect.getdoc(func) or "").strip().splitlines()
+    info = TestFunction(
+        name=name or func.__name__,
+        description=description or (doc[0] if doc else ""),
+        func=func,
+        timeout=timeout,
+        category=category,
+        execute_on_host=bool(execute_on_host),
+        context_class=context_class,
+    )
+    setattr(func, _MARK, info)
+    return func
 
 
 @dataclass
@@ -254,6 +376,7 @@ def load_collection(directory: Path) -> Collection:
     path = directory / f"{name}.py"
     origin = str(path)
     importlib.invalidate_caches()  # see packages installed since the last load
+    install_adarelib_alias()
     try:
         spec = importlib.util.spec_from_file_location(_fresh_module_name(name), path)
         if spec is None or spec.loader is None:
@@ -267,22 +390,38 @@ def load_collection(directory: Path) -> Collection:
     return _collect(name, origin, module)
 
 
-def _load_stock() -> Collection:
-    """The stock collection, from disk or from inside the agent's zip bundle."""
-    on_disk = Path(__file__).with_name("stock") / STOCK_COLLECTION
-    if (on_disk / f"{STOCK_COLLECTION}.py").is_file():
+def install_adarelib_alias() -> None:
+    """Make ``import adarelib...`` give :mod:`adare_guest.adarelib_compat` (idempotent).
+
+    Every compat module is registered under its ``adarelib`` name in
+    ``sys.modules``; this works the same from sources and from the zip bundle,
+    unlike a path hook. A real ``adarelib`` that is already imported is left alone.
+    """
+    from adare_guest.adarelib_compat import ALIASED_MODULES  # late: it imports this module
+
+    prefix = "adare_guest.adarelib_compat"
+    for suffix in ALIASED_MODULES:
+        if "adarelib" + suffix not in sys.modules:
+            sys.modules["adarelib" + suffix] = importlib.import_module(prefix + suffix)
+
+
+def _load_stock(name: str) -> Collection:
+    """Stock collection ``name``, from disk or from inside the agent's zip bundle."""
+    on_disk = Path(__file__).with_name("stock") / name
+    if (on_disk / f"{name}.py").is_file():
         return load_collection(on_disk)
-    origin = f"adare_guest/stock/{STOCK_COLLECTION}/{STOCK_COLLECTION}.py"
+    origin = f"adare_guest/stock/{name}/{name}.py"
     try:
-        source = pkgutil.get_data("adare_guest.stock", f"{STOCK_COLLECTION}/{STOCK_COLLECTION}.py")
+        install_adarelib_alias()
+        source = pkgutil.get_data("adare_guest.stock", f"{name}/{name}.py")
         if source is None:
             raise ImportError(f"{origin} not found in the agent bundle")
-        module = types.ModuleType(_fresh_module_name(STOCK_COLLECTION))
+        module = types.ModuleType(_fresh_module_name(name))
         module.__file__ = origin
         exec(compile(source, origin, "exec"), module.__dict__)
     except Exception as exc:
-        return Collection(STOCK_COLLECTION, origin, load_error=_format_exception(exc))
-    return _collect(STOCK_COLLECTION, origin, module)
+        return Collection(name, origin, load_error=_format_exception(exc))
+    return _collect(name, origin, module)
 
 
 def _is_collection_dir(path: Path) -> bool:
@@ -290,12 +429,12 @@ def _is_collection_dir(path: Path) -> bool:
 
 
 class TestFunctionLibrary:
-    """Test functions by ``collection.name``: the stock collection plus one upload root.
+    """Test functions by ``collection.name``: the stock collections plus one upload root.
 
     Collections load lazily on first use and stay cached (in ``cache``, e.g. the
     agent state's dict) until :meth:`set_root` or :meth:`invalidate`; one that
     failed to load is retried on the next lookup. An uploaded collection named
-    like the stock one shadows it.
+    like a stock one shadows it. A bare name ``f`` means ``standard.f``.
     """
 
     __test__ = False
@@ -330,7 +469,7 @@ class TestFunctionLibrary:
 
     def collection_names(self) -> list[str]:
         """Names of the collections available now, sorted."""
-        names = {STOCK_COLLECTION} if self._include_stock else set()
+        names = set(STOCK_COLLECTIONS) if self._include_stock else set()
         if self._root is not None and self._root.is_dir():
             names.update(p.name for p in self._root.iterdir() if _is_collection_dir(p))
         return sorted(names)
@@ -347,8 +486,8 @@ class TestFunctionLibrary:
             directory = self._root / name if self._root is not None else None
             if directory is not None and _is_collection_dir(directory):
                 loaded = load_collection(directory)
-            elif name == STOCK_COLLECTION and self._include_stock:
-                loaded = _load_stock()
+            elif name in STOCK_COLLECTIONS and self._include_stock:
+                loaded = _load_stock(name)
             else:
                 raise UnknownTestFunction(
                     f"no test collection {name!r}; available: {self.collection_names()}"
@@ -363,10 +502,12 @@ class TestFunctionLibrary:
         :raise UnknownTestFunction: malformed name, unknown collection or function.
         """
         collection_name, dot, function_name = test_name.partition(".")
-        if not dot or not collection_name or not function_name:
+        if not dot:  # adare: a bare function name lives in the standard collection
+            collection_name, function_name = STOCK_COLLECTION, test_name
+        if not collection_name or not function_name:
             raise UnknownTestFunction(
-                f"test name {test_name!r} must be 'collection.name' "
-                f"(collections: {self.collection_names()})"
+                f"test name {test_name!r} must be 'collection.name' or a name in "
+                f"{STOCK_COLLECTION!r} (collections: {self.collection_names()})"
             )
         collection = self.collection(collection_name)
         if collection.load_error is not None:
@@ -390,15 +531,29 @@ def _format_exception(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip()
 
 
-def _details_from_return(value: object) -> list[str]:
+def _result_from_return(value: object, lenient: bool) -> TestResult:
+    """What a test function returned → its verdict (SUCCESS unless it carries its own).
+
+    ``lenient`` (adare-style functions) turns any other value into one line,
+    as adare does; native functions must return None, a str, a list or a result.
+    """
+    if isinstance(value, TestResult):
+        return value
+    if isinstance(value, SupportsTestResult):
+        return value.as_test_result()
     if value is None:
-        return []
+        return TestResult(TestStatus.SUCCESS)
     if isinstance(value, str):
-        return [value]
+        return TestResult(TestStatus.SUCCESS, [value])
     if isinstance(value, (list, tuple)):
-        return [item if isinstance(item, str) else repr(item) for item in value]
+        return TestResult(
+            TestStatus.SUCCESS, [item if isinstance(item, str) else repr(item) for item in value]
+        )
+    if lenient:
+        return TestResult(TestStatus.SUCCESS, [str(value)])
     raise TypeError(
-        f"test function returned {type(value).__name__}; expected None, a str or a list of str"
+        f"test function returned {type(value).__name__}; "
+        "expected None, a str, a list of str or a TestResult"
     )
 
 
@@ -414,13 +569,16 @@ def _bind(function: TestFunction, ctx: TestContext, params: Mapping[str, Any]) -
 def _execute(function: TestFunction, ctx: TestContext, timeout: float | None) -> TestResult:
     """Run one test function in the calling thread and turn its outcome into a result."""
     try:
+        if function.execute_on_host:
+            raise _Verdict(TestStatus.ERROR, HOST_SIDE_UNSUPPORTED.format(name=ctx.name))
         _bind(function, ctx, ctx.params)
         if function.is_async:
             coroutine = function.func(ctx, **ctx.params)
             value = asyncio.run(asyncio.wait_for(coroutine, timeout))
         else:
             value = function.func(ctx, **ctx.params)
-        return ctx._finish(TestStatus.SUCCESS, _details_from_return(value))
+        result = _result_from_return(value, function.context_class is not TestContext)
+        return ctx._finish(result.status, list(result.details))
     except _Verdict as verdict:
         return ctx._finish(verdict.status, [verdict.message])
     except asyncio.TimeoutError:
@@ -453,15 +611,22 @@ def run_test_function(
     *,
     name: str | None = None,
     timeout: float | None = None,
+    metadata: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> TestResult:
     """Run ``function`` in a fresh worker thread and wait at most ``timeout`` seconds.
 
     ``timeout`` defaults to the decorator's, then :data:`DEFAULT_TEST_TIMEOUT`.
     An async test is cancelled at its timeout; a sync one cannot be killed, so
     it is left running in its daemon thread with ``ctx.cancelled`` set and the
-    result says ERROR (timed out).
+    result says ERROR (timed out). ``variables`` and ``metadata`` (adare's
+    ``_VARIABLE_METADATA``) define the placeholders; those compared as plain
+    text are substituted into ``params`` first.
     """
-    return asyncio.run(arun_test_function(function, params, variables, name=name, timeout=timeout))
+    return asyncio.run(
+        arun_test_function(
+            function, params, variables, name=name, timeout=timeout, metadata=metadata
+        )
+    )
 
 
 async def arun_test_function(
@@ -471,9 +636,12 @@ async def arun_test_function(
     *,
     name: str | None = None,
     timeout: float | None = None,
+    metadata: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> TestResult:
     """:func:`run_test_function` for asyncio callers: waits without blocking the loop."""
-    ctx = TestContext(name or function.name, params, variables)
+    placeholders = Placeholders(variables, metadata)
+    resolved = {key: placeholders.resolve_params(value) for key, value in (params or {}).items()}
+    ctx = function.context_class(name or function.name, resolved, variables, metadata)
     limit = _effective_timeout(function, timeout)
     loop = asyncio.get_running_loop()
     done: asyncio.Future[TestResult] = loop.create_future()

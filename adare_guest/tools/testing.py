@@ -24,6 +24,7 @@ from typing import Any
 from adare_guest.archive import UnsafeArchive, extract_archive
 from adare_guest.config import AgentConfig
 from adare_guest.protocol import EventType
+from adare_guest.test_request import BadRunRequest, apply_expect_to_fail, parse_run_request
 from adare_guest.testfunctions import (
     DEFAULT_TEST_TIMEOUT,
     TestFunctionLibrary,
@@ -116,18 +117,26 @@ class TestTools(ToolGroup):
         resolved_test_data: dict[str, Any] | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Run test function ``collection.name`` with ``resolved_test_data`` as its params.
+        """Run a test function, asked for in our form or adare's (:mod:`~adare_guest.test_request`).
 
-        The test's limit is ``timeout`` if given, else its decorator's, else
+        Ours: ``test_name`` is ``collection.name`` (bare: ``standard.name``) and
+        ``resolved_test_data`` its params plus the options ``variables``,
+        ``expect_to_fail``, ``_VARIABLE_METADATA``. adare's: ``test_name`` is the
+        step and ``resolved_test_data`` holds ``function``, ``parameter`` etc.
+        The test's limit is ``timeout`` if given, else adare's ``timeout`` field,
+        else its decorator's, else
         :data:`~adare_guest.testfunctions.DEFAULT_TEST_TIMEOUT` seconds.
         """
         if timeout is not None and timeout <= 0:
             return _error(f"timeout must be > 0 seconds, got {timeout}")
-        params = dict(resolved_test_data or {})
+        try:
+            request = parse_run_request(test_name, resolved_test_data)
+        except BadRunRequest as exc:
+            return _error(f"bad run_test request: {exc}")
         await ctx.emit(EventType.TEST_START, {"test_name": test_name})
         started = time.monotonic()
         try:
-            collection, function = self.library.resolve(test_name)
+            collection, function = self.library.resolve(request.function)
         except UnknownTestFunction as exc:
             result = TestResult(TestStatus.UNKNOWN, [str(exc)])
             await self._report(ctx, test_name, result, started)
@@ -139,20 +148,32 @@ class TestTools(ToolGroup):
             )
         else:
             with self.state.lock:
-                variables = dict(self.state.variables)
-            limit = timeout  # the server grants a grace period beyond a caller's timeout
-            if limit is None:
+                variables = {**self.state.variables, **request.variables}
+            limit = timeout if timeout is not None else request.timeout
+            if limit is None:  # the server grants a grace period beyond a caller's timeout
                 limit = function.timeout or DEFAULT_TEST_TIMEOUT
                 limit = min(limit, max(ctx.remaining() - 1.0, 0.1))
             result = await arun_test_function(
-                function, params, variables, name=test_name, timeout=limit
+                function,
+                request.params,
+                variables,
+                name=f"{collection.name}.{function.name}",
+                timeout=limit,
+                metadata=request.metadata,
             )
+        observed = result.status
+        if request.expect_to_fail:
+            result = apply_expect_to_fail(result)
         await self._report(ctx, test_name, result, started)
-        return {
+        answer: dict[str, Any] = {
             "status": "success",
             "message": f"{test_name}: {result.status.value}",
             "result": result.to_dict(),
         }
+        if request.expect_to_fail:
+            answer["expect_to_fail"] = True
+            answer["observed_status"] = observed.value
+        return answer
 
     async def _report(
         self, ctx: CallContext, test_name: str, result: TestResult, started: float

@@ -1,0 +1,1 @@
+"""``adarelib.event``: only :mod:`.event` (``TestResult``) is provided."""
