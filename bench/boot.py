@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_adare.image.build import build_image
-from pytest_adare.image.check import check_image
-from pytest_adare.image.manifest import ImageManifest, resolve_image, write_manifest
+from pytest_adare.image.manifest import ImageManifest, write_manifest
 from pytest_adare.image.recipe import debian_recipe
+from pytest_adare.image.resolve import resolve_image
+from pytest_adare.image_check import check_image
 
 PHASES = ("console", "init", "qga", "agent")
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_adare.image.manifest import resolve_image
+from pytest_adare.image.resolve import resolve_image
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu.qga import QGAClient
 from pytest_adare.vm import VM

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from pytest_adare.image.manifest import resolve_image
+from pytest_adare.image.resolve import resolve_image
 from pytest_adare.vm import VM
 
 

@@ -129,7 +129,7 @@ class VMPool:
         if key in self._broken:
             raise VMBroken(f"image {request.image}", self._broken[key])
         if request.image not in self._manifests:
-            from pytest_adare.image.manifest import resolve_image
+            from pytest_adare.image.resolve import resolve_image
 
             try:
                 self._manifests[request.image] = resolve_image(

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_adare.agent_bundle import AgentBundle, cache_root
+from pytest_adare.cache_dir import cache_root
 from pytest_adare.errors import QGAError
+from pytest_adare.image.agent_bundle import AgentBundle
 from pytest_adare.image.initrd import handoff_initrd
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.qemu.qga import AsyncQGAClient

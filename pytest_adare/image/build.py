@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pytest_adare.agent_bundle import build_agent_bundle
 from pytest_adare.errors import ImageError
+from pytest_adare.image.agent_bundle import build_agent_bundle
 from pytest_adare.image.initrd import build_initrd
 from pytest_adare.image.manifest import AgentSpec, ImageManifest, write_manifest
 from pytest_adare.image.recipe import DEFAULT_MIRROR, Recipe

@@ -8,14 +8,10 @@ so an image directory that exists is complete.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
-from pytest_adare.agent_bundle import cache_root
+from pytest_adare.cache_dir import cache_root, exclusive_lock
 from pytest_adare.errors import ImageError
 from pytest_adare.image.build import build_image
 from pytest_adare.image.manifest import MANIFEST_NAME
@@ -33,35 +29,6 @@ def images_root() -> Path:
 def image_dir(recipe: Recipe) -> Path:
     """Where the cache keeps the image built from ``recipe``."""
     return images_root() / f"{recipe.name}-{recipe.recipe_hash()}"
-
-
-@contextmanager
-def exclusive_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
-    """Hold an exclusive ``fcntl`` lock on ``path``, waiting at most ``timeout`` seconds.
-
-    :raise ImageError: another process held it for longer than ``timeout``.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise ImageError(
-                        f"waited {timeout:.0f} s for the lock {path} ({what}); "
-                        "another process still holds it"
-                    ) from None
-                time.sleep(0.2)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
 
 
 def cached_image(

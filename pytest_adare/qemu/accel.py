@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pytest_adare.agent_bundle import cache_root
+from pytest_adare.cache_dir import cache_root
 from pytest_adare.qemu.reaper import spawn
 
 AccelRequest = Literal["auto", "kvm", "tcg"]

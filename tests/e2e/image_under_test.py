@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from pytest_adare.image.manifest import ImageManifest, resolve_image
+from pytest_adare.image.manifest import ImageManifest
+from pytest_adare.image.resolve import resolve_image
 
 
 def image_under_test() -> ImageManifest:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from image_under_test import image_under_test
 
-from pytest_adare.agent_bundle import build_agent_bundle
+from pytest_adare.image.agent_bundle import build_agent_bundle
 from pytest_adare.vm import VM
 
 pytestmark = pytest.mark.e2e

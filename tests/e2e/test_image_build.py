@@ -15,8 +15,8 @@ import pytest
 from pytest_adare.errors import VMTimeout
 from pytest_adare.image.build import file_sha256
 from pytest_adare.image.cache import cached_builtin_image
-from pytest_adare.image.check import check_image
 from pytest_adare.image.manifest import ImageManifest, load_manifest
+from pytest_adare.image_check import check_image
 from pytest_adare.qemu.machine import Machine
 from pytest_adare.qemu.qga import QGAClient
 

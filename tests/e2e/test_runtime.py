@@ -28,9 +28,9 @@ from pytest_adare.agent.install import (
 )
 from pytest_adare.agent.serial_client import SerialAgentClient
 from pytest_adare.agent.websocket_client import AgentClient
-from pytest_adare.agent_bundle import build_agent_bundle
 from pytest_adare.errors import AgentUnreachable
 from pytest_adare.guest import AsyncGuest, Guest
+from pytest_adare.image.agent_bundle import build_agent_bundle
 from pytest_adare.image.manifest import AgentSpec, ImageManifest
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu.machine import Machine

@@ -13,7 +13,7 @@ import pytest
 def _shared_image_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inner runs get pytester's fresh HOME; point them at this user's image cache so a
     built-in image is built once, not once per test."""
-    from pytest_adare.agent_bundle import cache_root
+    from pytest_adare.cache_dir import cache_root
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_root().parent))
 

@@ -11,7 +11,7 @@ import pytest
 import websockets.version
 
 from adare_guest.identity import source_hash
-from pytest_adare.agent_bundle import (
+from pytest_adare.image.agent_bundle import (
     build_agent_bundle,
     bundle_bytes,
     bundle_id,

@@ -16,7 +16,7 @@ from pytest_adare.agent.install import (
     prepare_boot_handoff,
     uses_boot_handoff,
 )
-from pytest_adare.agent_bundle import build_agent_bundle
+from pytest_adare.image.agent_bundle import build_agent_bundle
 from pytest_adare.image.initrd import CpioWriter
 from pytest_adare.image.manifest import AgentSpec, ImageManifest
 

@@ -11,15 +11,16 @@ from typing import Any
 
 import pytest
 
+from pytest_adare.cache_dir import exclusive_lock
 from pytest_adare.errors import ImageError
-from pytest_adare.image.cache import cached_image, exclusive_lock, image_dir, images_root
+from pytest_adare.image.cache import cached_image, image_dir, images_root
 from pytest_adare.image.manifest import (
     AgentSpec,
     ImageManifest,
     load_manifest,
-    resolve_image,
     write_manifest,
 )
+from pytest_adare.image.resolve import resolve_image
 from pytest_adare.image.recipe import debian_recipe
 
 

@@ -48,6 +48,7 @@ from pathlib import Path
 
 from adare_guest import __version__
 from adare_guest.identity import BUNDLE_ID_MEMBER
+from pytest_adare.cache_dir import cache_root
 
 AGENT_PACKAGES = ("adare_guest", "frame_codec", "websockets", "serial")
 GUI_PACKAGES = (
@@ -87,12 +88,6 @@ class AgentBundle:
     sha256: str
     bundle_hash: str
     version: str
-
-
-def cache_root() -> Path:
-    """``$XDG_CACHE_HOME/pytest-adare`` (``~/.cache/pytest-adare`` by default)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pytest-adare"
 
 
 def _package_dir(name: str) -> Path:

@@ -26,7 +26,6 @@ from pytest_adare.agent.install import (
     new_token,
 )
 from pytest_adare.agent.websocket_client import AgentClient
-from pytest_adare.agent_bundle import build_agent_bundle
 from pytest_adare.errors import (
     AdareError,
     AgentUnreachable,
@@ -34,8 +33,10 @@ from pytest_adare.errors import (
     VMTimeout,
     format_tail,
 )
+from pytest_adare.image.agent_bundle import build_agent_bundle
 from pytest_adare.image.initrd import handoff_initrd
-from pytest_adare.image.manifest import ImageManifest, resolve_image
+from pytest_adare.image.manifest import ImageManifest
+from pytest_adare.image.resolve import resolve_image
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu.accel import AccelRequest
 from pytest_adare.qemu.machine import Machine

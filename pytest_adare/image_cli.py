@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_adare.errors import AdareError
+from pytest_adare.image.build import build_image
+from pytest_adare.image.cache import cached_image, image_dir
 from pytest_adare.image.recipe import DEFAULT_MIRROR, DEFAULT_SUITE, debian_recipe
 
 
@@ -59,9 +61,6 @@ def _say(line: str) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from pytest_adare.image.build import build_image
-    from pytest_adare.image.cache import cached_image, image_dir
-
     recipe = debian_recipe(desktop=args.desktop, suite=args.suite)
     if args.out is not None:
         manifest = build_image(recipe, args.out, mirror=args.mirror, progress=_say)
@@ -74,7 +73,8 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from pytest_adare.image.check import check_image
+    # Deferred: the check boots QEMU (qemu.qmp, websockets, PIL); `build` needs none of it.
+    from pytest_adare.image_check import check_image
 
     report = check_image(
         args.path, accel=args.accel, timeout=args.timeout, progress=_say, handoff=args.handoff
@@ -93,3 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("adare-image: interrupted", file=sys.stderr, flush=True)
         return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
