@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_adare.options import AdareOptions, apply_marker, parse_memory
+from pytest_adare.plugin.options import AdareOptions, apply_marker, parse_memory
 
 VM_TESTS = """
 import pytest

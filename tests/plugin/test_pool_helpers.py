@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_adare.fixtures import sanitise_nodeid
-from pytest_adare.vm_pool import argv_without_qmp_client
+from pytest_adare.plugin.fixtures import sanitise_nodeid
+from pytest_adare.plugin.pool import argv_without_qmp_client
 
 
 def test_nodeids_become_safe_directory_names() -> None:

@@ -1,7 +1,7 @@
 """The plugin's fixtures: ``adare_vm``, ``guest``, ``async_guest``, ``adare_vm_factory``,
 ``adare_artifacts``.
 
-One :class:`~pytest_adare.vm_pool.VMPool` per session (per xdist worker) owns the VMs.
+One :class:`~pytest_adare.plugin.pool.VMPool` per session (per xdist worker) owns the VMs.
 ``guest`` reads the test's ``adare_vm`` marker, skips on unmet needs, and hands out the
 guest of a VM brought to a clean state per the isolation mode.
 """
@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_adare.options import VMRequest, apply_marker, session_request
-from pytest_adare.plugin import adare_options
-from pytest_adare.vm_pool import PooledVM, VMPool, unmet_need
+from pytest_adare.plugin.options import VMRequest, adare_options, apply_marker, session_request
+from pytest_adare.plugin.pool import PooledVM, VMPool, unmet_need
 
 if TYPE_CHECKING:  # the VM layer loads only when a test needs a VM
     from pytest_adare.guest import AsyncGuest, Guest

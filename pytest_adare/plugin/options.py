@@ -250,6 +250,15 @@ def _image_spec(value: str, base: Path) -> str:
     return value
 
 
+OPTIONS_KEY = pytest.StashKey["AdareOptions"]()
+"""Where ``pytest_configure`` keeps the session's options."""
+
+
+def adare_options(config: pytest.Config) -> AdareOptions:
+    """The session's merged, validated options."""
+    return config.stash[OPTIONS_KEY]
+
+
 def read_options(config: pytest.Config) -> AdareOptions:
     """Merge command line and ini into validated options.
 

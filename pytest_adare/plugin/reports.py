@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from pytest_adare.fixtures import (
+from pytest_adare.plugin.fixtures import (
     ITEM_VMS_KEY,
     KEEP_HINTS_KEY,
     artifacts_dir_for,
 )
-from pytest_adare.plugin import adare_options
-from pytest_adare.vm_pool import PooledVM, console_tail_of_error, is_infrastructure_error
+from pytest_adare.plugin.options import adare_options
+from pytest_adare.plugin.pool import PooledVM, console_tail_of_error, is_infrastructure_error
 
 TAIL_LINES = 40
 INFRA_ATTR = "adare_infrastructure"

@@ -1,7 +1,7 @@
 """The plugin's VMs: booted on first need, shared by tests asking for the same configuration.
 
 A :class:`VMPool` lives for the pytest session (one per xdist worker). It resolves
-images, boots a VM per distinct :class:`~pytest_adare.options.VMRequest` key, brings
+images, boots a VM per distinct :class:`~pytest_adare.plugin.options.VMRequest` key, brings
 it to a clean state before each test (:meth:`VMPool.prepare`) and remembers the first
 infrastructure failure of each configuration, so later tests error at once with that
 cause instead of timing out one by one.
@@ -29,7 +29,7 @@ from pytest_adare.errors import (
     VMLaunchError,
     VMTimeout,
 )
-from pytest_adare.options import VMRequest
+from pytest_adare.plugin.options import VMRequest
 
 if TYPE_CHECKING:  # the VM layer (QEMU, PIL, websockets) loads only when a test needs it
     from pytest_adare.image.manifest import ImageManifest

@@ -1,19 +1,27 @@
 """pytest plugin entry point (``pytest11: adare``).
 
 Registers the options and the ``adare_vm`` marker, skips VM tests when no image is
-given, and pulls in the fixtures (:mod:`pytest_adare.fixtures`) and the failure
-reports (:mod:`pytest_adare.reports`).
+given, and pulls in the fixtures (:mod:`pytest_adare.plugin.fixtures`) and the failure
+reports (:mod:`pytest_adare.plugin.reports`). Loading it imports pytest and the
+option parser only: the VM layer (QEMU, websockets, PIL, numpy) is imported when a
+test first needs a VM.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_adare.options import MARKER_DOC, AdareOptions, read_options, register_options
+from pytest_adare.plugin.options import (
+    MARKER_DOC,
+    OPTIONS_KEY,
+    adare_options,
+    read_options,
+    register_options,
+)
 
-pytest_plugins = ["pytest_adare.fixtures", "pytest_adare.reports"]
+pytest_plugins = ["pytest_adare.plugin.fixtures", "pytest_adare.plugin.reports"]
 
-OPTIONS_KEY = pytest.StashKey[AdareOptions]()
+__all__ = ["adare_options"]
 
 VM_FIXTURES = frozenset({"adare_vm", "guest", "async_guest", "adare_vm_factory"})
 
@@ -31,11 +39,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_DOC)
     config.stash[OPTIONS_KEY] = read_options(config)
-
-
-def adare_options(config: pytest.Config) -> AdareOptions:
-    """The session's merged, validated options."""
-    return config.stash[OPTIONS_KEY]
 
 
 def needs_vm(item: pytest.Item) -> bool:
