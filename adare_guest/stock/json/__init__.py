@@ -1,0 +1,1 @@
+"""Directory of the stock ``json`` collection (loaded from its file, never imported)."""

@@ -1,0 +1,1 @@
+"""Directory of the stock ``linux`` collection (loaded from its file, never imported)."""

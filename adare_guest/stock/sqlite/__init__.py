@@ -1,0 +1,1 @@
+"""Directory of the stock ``sqlite`` collection (loaded from its file, never imported)."""

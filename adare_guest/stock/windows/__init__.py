@@ -1,0 +1,1 @@
+"""Directory of the stock ``windows`` collection (loaded from its file, never imported)."""
