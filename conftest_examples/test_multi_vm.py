@@ -1,6 +1,6 @@
 """Two VMs in one test: the session VM and one more from the factory."""
 
-from pytest_adare.plugin.fixtures import VMFactory
+from pytest_adare import VMFactory
 from pytest_adare.vm import VM
 
 

@@ -36,8 +36,8 @@ from pytest_adare.errors import GuestCommandFailed, ToolError
 from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.forensics.evidence import DEFAULT_MAX_BYTES, pull_changed
 from pytest_adare.forensics.snapshot import FsSnapshot
-from pytest_adare.image_match import Box, ImageLike, Region, wait_for_image
 from pytest_adare.loop_thread import shared_loop
+from pytest_adare.screen_match import Box, ImageLike, Region, wait_for_image
 
 T = TypeVar("T")
 ProgressCallback = Callable[[int, int], None]
@@ -457,7 +457,7 @@ class AsyncGuest:
     ) -> Box:
         """Take screenshots until ``template`` shows; its :class:`Box` on the screen.
 
-        GUI events of the agent wake the matcher early (see :mod:`pytest_adare.image_match`).
+        GUI events of the agent wake the matcher early (see :mod:`pytest_adare.screen_match`).
 
         :raise ImageNotFound: after ``timeout`` s, naming the best score and a saved screenshot.
         """

@@ -21,7 +21,7 @@ from PIL import Image
 from pytest_adare import launch
 from pytest_adare.guest import AsyncGuest, Guest
 from pytest_adare.image.manifest import ImageManifest
-from pytest_adare.image_match import Box, ImageNotFound
+from pytest_adare.screen_match import Box, ImageNotFound
 from pytest_adare.vm import VM, MachineGui
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

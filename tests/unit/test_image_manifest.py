@@ -20,8 +20,8 @@ from pytest_adare.image.manifest import (
     load_manifest,
     write_manifest,
 )
-from pytest_adare.image.resolve import resolve_image
 from pytest_adare.image.recipe import debian_recipe
+from pytest_adare.image.resolve import resolve_image
 
 
 @pytest.fixture
