@@ -65,6 +65,7 @@ def pytest_assertrepr_compare(
     config: pytest.Config, op: str, left: object, right: object
 ) -> list[str] | None:
     """Explain failed asserts on filesystem diffs by their unexpected entries."""
+    # Deferred: most sessions never fail an assert on a diff.
     from pytest_adare.forensics.assertrepr import assertrepr_compare
 
     return assertrepr_compare(op, left, right)

@@ -129,6 +129,7 @@ class VMPool:
         if key in self._broken:
             raise VMBroken(f"image {request.image}", self._broken[key])
         if request.image not in self._manifests:
+            # Deferred: resolving may build an image; plugin load stays light.
             from pytest_adare.image.resolve import resolve_image
 
             try:
@@ -163,6 +164,7 @@ class VMPool:
         return pooled
 
     def _boot(self, request: VMRequest, name: str) -> PooledVM:
+        # Deferred: the VM layer (qemu.qmp, websockets, PIL) loads with the first VM.
         from pytest_adare.vm import VM
 
         manifest = self.manifest(request)
@@ -284,6 +286,7 @@ def keep_hint(pooled: PooledVM) -> str:
     workdir (the originals are removed on close) and, when a ready state was saved,
     ``-loadvm`` to resume right there.
     """
+    # Deferred (as all VM-layer imports here): loading the plugin must not load QEMU's stack.
     from pytest_adare.vm import READY_TAG
 
     machine = pooled.vm.machine

@@ -48,6 +48,7 @@ def qemu_version(binary: str = "qemu-system-x86_64") -> str:
 
 def kvm_note() -> str:
     """What ``auto`` will pick, decided without starting QEMU (the boot line says more)."""
+    # Deferred: only sessions that print the adare header need the accel module.
     from pytest_adare.qemu.accel import kvm_unusable_reason
 
     unusable = kvm_unusable_reason()
@@ -126,6 +127,7 @@ def _html_extras(config: pytest.Config, report: pytest.TestReport, screenshots: 
     ``--self-contained-html``)."""
     if not config.pluginmanager.hasplugin("html"):
         return
+    # Optional plugin: imported only when pytest-html is active.
     import pytest_html  # type: ignore[import-not-found, import-untyped, unused-ignore]
 
     extras: list[Any] = list(getattr(report, "extras", []))
