@@ -64,6 +64,14 @@ class Frame:
     payload: bytes
 
 
+def as_bytes(data: BytesLike) -> memoryview:
+    """``data`` as a view of unsigned bytes: lengths and offsets count bytes, whatever
+    the item format of a given ``memoryview`` (``memoryview(b).cast("H")`` has half as
+    many items as bytes)."""
+    view = memoryview(data)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
 def _to_kind(value: int) -> Kind:
     try:
         return Kind(value)
@@ -77,7 +85,7 @@ def header_error(prefix: BytesLike, limits: Limits = DEFAULT_LIMITS) -> FrameErr
     Fields not yet present in ``prefix`` are not judged, so a transport can reject a bad
     frame as early as the offending byte arrives.
     """
-    head = bytes(prefix[:HEADER_SIZE])
+    head = bytes(as_bytes(prefix)[:HEADER_SIZE])
     if not MAGIC.startswith(head[:2]):
         return MalformedFrame(f"bad magic {head[:2]!r}, expected {MAGIC!r}")
     if len(head) > 2 and head[2] != VERSION:
@@ -110,6 +118,7 @@ def encode_frame(
     '4456010100026869f08d'
     """
     frame_kind = _to_kind(kind)
+    payload = as_bytes(payload)
     length = len(payload)
     if length > limits.for_kind(frame_kind):
         raise FrameTooLarge(frame_kind, length, limits.for_kind(frame_kind))
@@ -122,7 +131,7 @@ def encode_frame(
 
 def frame_size(header: BytesLike) -> int:
     """Total size in bytes of the frame whose (valid, complete) 6-byte header is given."""
-    return OVERHEAD + int.from_bytes(header[4:6], "big")
+    return OVERHEAD + int.from_bytes(as_bytes(header)[4:6], "big")
 
 
 def checked_frame(data: BytesLike, checksum: Checksum = crc16_ccitt_false) -> Frame:
@@ -130,7 +139,7 @@ def checked_frame(data: BytesLike, checksum: Checksum = crc16_ccitt_false) -> Fr
 
     :raise MalformedFrame: the checksum does not match.
     """
-    view = memoryview(data)
+    view = as_bytes(data)
     end = len(view) - CHECKSUM_SIZE
     expected = int.from_bytes(view[end:], "big")
     actual = checksum(view[2:end])
@@ -153,6 +162,7 @@ def decode_frame(
     >>> decode_frame(bytes.fromhex("4456010100026869f08d"))
     Frame(kind=<Kind.REQUEST: 1>, payload=b'hi')
     """
+    data = as_bytes(data)
     error = header_error(data, limits)
     if error is not None:
         raise error
