@@ -12,6 +12,11 @@ brightness and contrast changes. The correlation runs as one FFT product and
 the window energies come from integral images, so a 1024x768 screen costs a few
 tens of milliseconds whatever the template size. Why not OpenCV: docs/gui.md.
 
+numpy is an optional dependency (the ``match`` extra, also part of ``gui``): this
+module imports it on first use, so the guest facade can import :class:`Box` and
+:func:`wait_for_image` without it. Matching without numpy raises
+:class:`ModuleNotFoundError` saying ``pip install 'pytest-adare[match]'``.
+
 :func:`wait_for_image` re-checks when the screen may have changed: at once after
 a GUI event of the agent (click, key, drag), otherwise with a short backoff that
 restarts whenever the screen moved and grows while it stays still. On timeout
@@ -30,19 +35,23 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Union
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
-import numpy as np
-import numpy.typing as npt
 from PIL import Image
 
 from pytest_adare.errors import AdareError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    GreyArray = npt.NDArray[np.float64]
 
 __all__ = ["Box", "ImageNotFound", "TemplateMatcher", "find", "wait_for_image"]
 
 ImageLike = Union[Image.Image, "npt.NDArray[Any]", str, "os.PathLike[str]"]
 Region = tuple[int, int, int, int]
-GreyArray = npt.NDArray[np.float64]
+MATCH_EXTRA_HINT = "pip install 'pytest-adare[match]'"
 
 FIRST_DELAY = 0.05
 MAX_DELAY = 1.0
@@ -75,8 +84,33 @@ class ImageNotFound(AdareError, TimeoutError):
         super().__init__(message)
 
 
+def require_numpy() -> None:
+    """Check that numpy, which template matching needs, is installed.
+
+    :raise ModuleNotFoundError: numpy is missing; the message names the extra to install.
+    """
+    try:
+        # Deferred: numpy is an optional extra; only template matching needs it.
+        import numpy  # noqa: F401
+    except ModuleNotFoundError as error:
+        if error.name != "numpy":
+            raise
+        raise ModuleNotFoundError(
+            f"template matching needs numpy, which is not installed: {MATCH_EXTRA_HINT} "
+            "(the gui extra includes it)",
+            name="numpy",
+        ) from None
+
+
 def to_grey(image: ImageLike) -> GreyArray:
-    """A 2-D float64 array of grey levels (0-255) from a PIL image, array or file path."""
+    """A 2-D float64 array of grey levels (0-255) from a PIL image, array or file path.
+
+    :raise ModuleNotFoundError: numpy is not installed (the ``match`` extra).
+    """
+    require_numpy()
+    # Deferred: numpy is an optional extra, checked just above.
+    import numpy as np
+
     if isinstance(image, (str, os.PathLike)):
         with Image.open(image) as opened:
             return to_grey(opened.copy())
@@ -101,6 +135,9 @@ def _window_sums(integral: GreyArray, height: int, width: int) -> GreyArray:
 
 
 def _integral(array: GreyArray) -> GreyArray:
+    # Deferred: numpy is an optional extra; to_grey checked it before any array exists.
+    import numpy as np
+
     padded = np.zeros((array.shape[0] + 1, array.shape[1] + 1))
     padded[1:, 1:] = array.cumsum(0).cumsum(1)
     return padded
@@ -124,6 +161,9 @@ class TemplateMatcher:
 
     def scores(self, screen: GreyArray) -> GreyArray:
         """The score of every position where the template fits inside ``screen``."""
+        # Deferred: numpy is an optional extra; to_grey checked it when the template loaded.
+        import numpy as np
+
         rows, cols = screen.shape
         if rows < self.height or cols < self.width:
             raise ValueError(
@@ -146,6 +186,9 @@ class TemplateMatcher:
 
     def best(self, screen: ImageLike, region: Region | None = None) -> Box:
         """The best-scoring box on ``screen`` (within ``region`` = x, y, width, height)."""
+        # Deferred: numpy is an optional extra; to_grey checked it when the template loaded.
+        import numpy as np
+
         grey = to_grey(screen)
         left, top = 0, 0
         if region is not None:
