@@ -39,6 +39,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_DOC)
     config.stash[OPTIONS_KEY] = read_options(config)
+    default_asyncio_loop_scope(config)
+
+
+ASYNCIO_LOOP_SCOPE = "asyncio_default_fixture_loop_scope"
+
+
+def default_asyncio_loop_scope(config: pytest.Config) -> None:
+    """Give pytest-asyncio's fixture loop scope the value ``function`` when nobody set it.
+
+    pytest-asyncio (our dependency, for ``async_guest``) warns on every run of a project
+    that leaves ``asyncio_default_fixture_loop_scope`` unset; installing this plugin must
+    not add that warning to unrelated projects. ``function`` is the value pytest-asyncio
+    announces as its future default. A value from the ini file or ``-o`` always wins.
+    Runs before pytest-asyncio's own ``pytest_configure`` reads it (``tryfirst``).
+    """
+    if not config.pluginmanager.hasplugin("asyncio"):
+        return
+    try:
+        if config.getini(ASYNCIO_LOOP_SCOPE):
+            return
+    except ValueError:  # a pytest-asyncio without that setting: nothing to warn about
+        return
+    # pytest has no public setter for an ini value; getini answers from this cache.
+    inicache = getattr(config, "_inicache", None)
+    if isinstance(inicache, dict):
+        inicache[ASYNCIO_LOOP_SCOPE] = "function"
 
 
 def needs_vm(item: pytest.Item) -> bool:
