@@ -7,8 +7,8 @@ The token and environment values are never logged.
 Start-up is on the critical path of every VM boot (a guest under TCG imports
 ~20x slower than the host), so this module imports only what serving needs:
 ``argparse`` only for command lines beyond the plain ``RUN_DIR --opt VALUE``
-form, and the serial transport (pyserial) only after the WebSocket listener
-is bound.
+form (``--insecure-listen-any`` is one of those), and the serial transport
+(pyserial) only after the WebSocket listener is bound.
 """
 
 from __future__ import annotations
@@ -62,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--serial", dest="serial_device", help="serve the DV serial link here")
     parser.add_argument("--log-file", dest="logfile", help="log file (default from config)")
     parser.add_argument("--log-level", dest="log_level", help="DEBUG, INFO, WARNING, ERROR")
+    parser.add_argument(
+        "--insecure-listen-any",
+        dest="insecure_listen_any",
+        action="store_true",
+        default=None,
+        help="without a token, still listen on --host (default: 127.0.0.1 only)",
+    )
     parser.add_argument("--version", action="version", version=f"adare-guest {__version__}")
     return parser
 
@@ -95,6 +102,7 @@ def parse_simple_args(argv: Sequence[str]) -> dict[str, Any] | None:
     because importing ``argparse`` costs a slow guest a noticeable part of a second.
     """
     values: dict[str, Any] = {"run_dir": None, **dict.fromkeys(_OPTIONS.values())}
+    values["insecure_listen_any"] = None  # a flag: only the full parser takes it
     seen: set[str] = set()
     index = 0
     while index < len(argv):
@@ -183,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the agent; returns the process exit code."""
     args = parse_args(argv)
     overrides = {key: args[key] for key in _OPTIONS.values()}
+    overrides["insecure_listen_any"] = args.get("insecure_listen_any")
     try:
         config = load_config(args["run_dir"], overrides)
     except ConfigError as exc:
@@ -201,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if config.ignored_keys:
         log.warning("config.json keys ignored (unknown): %s", ", ".join(config.ignored_keys))
+    for notice in config.notices:
+        log.warning("%s", notice)
     return _run(config)
 
 

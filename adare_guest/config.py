@@ -2,15 +2,23 @@
 
 Keys (DESIGN §3): ``host`` (default ``0.0.0.0``), ``port`` (18765), ``token``,
 ``logfile``, ``log_level``, ``tools_paths`` (appended to PATH for shell
-commands), ``data_paths``, ``serial_device``. Overrides (command-line flags) win
-over the file. A missing ``config.json`` means defaults; a broken one is a
-:class:`ConfigError` naming the file and the key.
+commands), ``data_paths``, ``serial_device``, and ``insecure_listen_any``
+(default false). Overrides (command-line flags) win over the file. A missing
+``config.json`` means defaults; a broken one is a :class:`ConfigError` naming the
+file and the key.
+
+Secure by default: without a ``token`` the agent listens on ``127.0.0.1`` only,
+whatever ``host`` says, unless ``insecure_listen_any`` is set (see
+:func:`listen_host`). ``config.json`` holds the token, so a copy readable by group
+or others is tightened to 0600 when it is read (:func:`protect_config_file`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +27,7 @@ from typing import Any
 
 DEFAULT_PORT = 18765
 DEFAULT_HOST = "0.0.0.0"
+LOOPBACK_HOST = "127.0.0.1"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -43,9 +52,13 @@ class AgentConfig:
     tools_paths: list[str] = field(default_factory=list)
     data_paths: list[str] = field(default_factory=list)
     serial_device: str | None = None
+    insecure_listen_any: bool = False
+    """Serve ``host`` as given even without a token (anyone who reaches it is root)."""
     run_dir: Path = field(default_factory=default_run_dir)
     ignored_keys: list[str] = field(default_factory=list)
     """Keys of config.json this agent does not know (reported in the log, not fatal)."""
+    notices: list[str] = field(default_factory=list)
+    """Warnings found while loading (e.g. a config.json others could read), for the log."""
 
     @property
     def log_level_number(self) -> int:
@@ -99,6 +112,10 @@ def _apply(config: AgentConfig, values: Mapping[str, Any]) -> None:
             config.log_level = _as_level(value)
         elif key in ("tools_paths", "data_paths"):
             setattr(config, key, _as_paths(key, value))
+        elif key == "insecure_listen_any":
+            if not isinstance(value, bool):
+                raise ConfigError(f"'insecure_listen_any' must be true or false, got {value!r}")
+            config.insecure_listen_any = value
         else:
             config.ignored_keys.append(str(key))
 
@@ -139,9 +156,57 @@ def load_config(
         _apply(config, read_config_file(config_path))
     except ConfigError as exc:
         raise ConfigError(f"{config_path}: {exc}") from None
+    notice = protect_config_file(config_path)
+    if notice:
+        config.notices.append(notice)
     if overrides:
         try:
             _apply(config, {k: v for k, v in overrides.items() if v is not None})
         except ConfigError as exc:
             raise ConfigError(f"command line: {exc}") from None
     return config
+
+
+def is_loopback(host: str) -> bool:
+    """Is ``host`` a loopback address (``127.x.y.z``, ``::1``, ``localhost``)?"""
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def listen_host(config: AgentConfig) -> tuple[str, str | None]:
+    """The address to bind and, when it differs from the configured one, a warning.
+
+    With a token the configured ``host`` is used. Without one the agent executes
+    anything for anyone who can connect, so it binds :data:`LOOPBACK_HOST` only,
+    unless ``insecure_listen_any`` says otherwise.
+    """
+    if config.token:
+        return config.host, None
+    if config.insecure_listen_any:
+        return config.host, (
+            f"no token and insecure_listen_any: anyone who can reach {config.host}:"
+            f"{config.port} can run commands as this agent's user"
+        )
+    if is_loopback(config.host):
+        return config.host, f"no token configured: listening on {config.host} only"
+    return LOOPBACK_HOST, (
+        f"no token configured: listening on {LOOPBACK_HOST} only instead of {config.host} "
+        "(set a token, or --insecure-listen-any to serve other addresses without one)"
+    )
+
+
+def protect_config_file(path: Path) -> str | None:
+    """Make ``path`` (holding the token) readable by its owner only; a notice saying
+    what was done or could not be done, or None when it was already private or absent."""
+    if sys.platform == "win32":
+        return None
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return None
+    if not mode & 0o077:
+        return None
+    try:
+        os.chmod(path, mode & 0o700)
+    except OSError as exc:
+        return f"{path} is readable by others (mode {mode:04o}) and cannot be tightened: {exc}"
+    return f"{path} was readable by others (mode {mode:04o}); tightened to {mode & 0o700:04o}"

@@ -18,6 +18,7 @@ turned back into the original bytes with :func:`os.fsencode`.
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -27,6 +28,9 @@ from typing import Any
 
 MAX_HOST_MESSAGE = 16 * 1024 * 1024
 """Largest host→guest message in bytes (guest→host messages are unlimited)."""
+MAX_NESTING = 64
+"""Deepest nesting of arrays/objects a parsed message may have (checked before decoding,
+so a hostile 4 KB message of 1000 ``[`` cannot make the decoder recurse too deep)."""
 
 
 class MessageType(str, Enum):
@@ -279,10 +283,10 @@ def parse_message(raw: str | bytes | Mapping[str, Any], *, max_size: int | None 
     raw_type = obj.get("type")
     try:
         mtype = MessageType(raw_type)
-    except ValueError:
+    except (ValueError, TypeError):
         known = ", ".join(t.value for t in MessageType)
         raise ProtocolError(
-            f"unknown message type {raw_type!r} (expected one of: {known})", message_id=msg_id
+            f"unknown message type {_brief(raw_type)} (expected one of: {known})", message_id=msg_id
         ) from None
     try:
         return _build(mtype, obj)
@@ -298,10 +302,96 @@ def _decode_json(raw: str | bytes, max_size: int | None) -> Any:
         size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
         if size > max_size:
             raise ProtocolError(f"message of {size} bytes exceeds the limit of {max_size} bytes")
+    depth = nesting_depth(raw)
+    if depth > MAX_NESTING:
+        # Not decoded, but the envelope's own id and type are still readable: a bad call
+        # is answered by its id.
+        fields = top_level_strings(raw, ("id", "type"))
+        raise ProtocolError(
+            f"message nests {depth} levels deep; the limit is {MAX_NESTING}",
+            message_id=fields.get("id") or None,
+            message_type=fields.get("type"),
+        )
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        return json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ProtocolError(f"invalid JSON: {exc}") from None
+
+
+# A JSON string (with its escapes) or one bracket: brackets inside strings do not nest.
+_NESTING_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+_NESTING_TOKENS_BYTES = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+
+
+def nesting_depth(raw: str | bytes) -> int:
+    """How deep arrays and objects nest in the JSON text ``raw`` (0 for a scalar).
+
+    Cheap on ordinary messages: the depth cannot exceed the number of opening
+    brackets, which is counted in C; only texts with more of them than
+    :data:`MAX_NESTING` are scanned token by token. Invalid JSON gives some number;
+    the decoder reports what is wrong with it.
+    """
+    if isinstance(raw, str):
+        openers = raw.count("[") + raw.count("{")
+        tokens = _NESTING_TOKENS.finditer(raw)
+        opening: tuple[str | int, ...] = ("[", "{")
+        closing: tuple[str | int, ...] = ("]", "}")
+    else:
+        openers = raw.count(b"[") + raw.count(b"{")
+        tokens = _NESTING_TOKENS_BYTES.finditer(raw)  # type: ignore[assignment]
+        opening, closing = (b"["[0], b"{"[0]), (b"]"[0], b"}"[0])
+    if openers <= MAX_NESTING:
+        return openers
+    depth = deepest = 0
+    for match in tokens:
+        token = match.group()[0]
+        if token in opening:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in closing:
+            depth -= 1
+    return deepest
+
+
+_TOP_LEVEL_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}:,]', re.DOTALL)
+
+
+def top_level_strings(raw: str | bytes, keys: tuple[str, ...]) -> dict[str, str]:
+    """String values of ``keys`` in the outermost object of ``raw``, read without
+    decoding the whole text (for answering a message too deep to decode).
+
+    >>> top_level_strings('{"a":{"id":"inner"},"id":"outer"}', ("id",))
+    {'id': 'outer'}
+    """
+    text = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
+    found: dict[str, str] = {}
+    depth = 0
+    recent: list[str] = []  # the last three depth-1 tokens: "key" : "value"
+    for match in _TOP_LEVEL_TOKENS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            recent.clear()
+            continue
+        if token in "]}":
+            depth -= 1
+            recent.clear()
+            continue
+        if depth != 1:
+            continue
+        recent = [*recent[-2:], token]
+        if len(recent) == 3 and recent[1] == ":" and recent[2].startswith('"'):
+            try:
+                key, value = json.loads(recent[0]), json.loads(recent[2])
+            except ValueError:
+                continue
+            if key in keys and isinstance(value, str):
+                found.setdefault(key, value)
+    return found
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _build(mtype: MessageType, obj: Mapping[str, Any]) -> Message:
@@ -319,11 +409,11 @@ def _build(mtype: MessageType, obj: Mapping[str, Any]) -> Message:
     if mtype is MessageType.TOOL_CALL:
         tool = obj["tool"]
         if not isinstance(tool, str) or not tool:
-            raise ProtocolError(f"'tool' must be a non-empty string, got {tool!r}")
+            raise ProtocolError(f"'tool' must be a non-empty string, got {_brief(tool)}")
         return ToolCall(tool, _require_dict("params", obj["params"]), msg_id, timestamp)
     if mtype is MessageType.TOOL_RESULT:
         if not isinstance(obj["success"], bool):
-            raise ProtocolError(f"'success' must be a boolean, got {obj['success']!r}")
+            raise ProtocolError(f"'success' must be a boolean, got {_brief(obj['success'])}")
         result = obj["result"]
         if result is not None:
             result = _require_dict("result", result)
@@ -335,11 +425,11 @@ def _build(mtype: MessageType, obj: Mapping[str, Any]) -> Message:
         try:
             event_type = EventType(obj["event_type"])
         except ValueError:
-            raise ProtocolError(f"unknown event_type {obj['event_type']!r}") from None
+            raise ProtocolError(f"unknown event_type {_brief(obj['event_type'])}") from None
         return Event(event_type, _require_dict("data", obj["data"]), msg_id, timestamp)
     if mtype is MessageType.STATUS:
         if not isinstance(obj["status"], str):
-            raise ProtocolError(f"'status' must be a string, got {obj['status']!r}")
+            raise ProtocolError(f"'status' must be a string, got {_brief(obj['status'])}")
         return Status(obj["status"], _require_dict("data", obj["data"]), msg_id, timestamp)
     if mtype is MessageType.CONNECT:
         return Connect(_require_dict("client_info", obj["client_info"]), msg_id, timestamp)
@@ -350,7 +440,7 @@ def _build(mtype: MessageType, obj: Mapping[str, Any]) -> Message:
 
 def _require_id(value: Any) -> str:
     if not isinstance(value, str) or not value:
-        raise ProtocolError(f"'id' must be a non-empty string, got {value!r}")
+        raise ProtocolError(f"'id' must be a non-empty string, got {_brief(value)}")
     return value
 
 
@@ -358,11 +448,27 @@ def _require_timestamp(value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProtocolError(f"'timestamp' must be a number or null, got {value!r}")
-    return float(value)
+        raise ProtocolError(f"'timestamp' must be a number or null, got {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ProtocolError("'timestamp' is too large for a number of seconds") from None
 
 
 def _require_dict(key: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ProtocolError(f"{key!r} must be a JSON object, got {type(value).__name__}")
     return value
+
+
+def _brief(value: Any) -> str:
+    """A short description of a bad value for an error message (never megabytes)."""
+    if isinstance(value, str):
+        text = repr(value[:80])
+    elif isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        text = f"an integer of {value.bit_length()} bits"
+    elif isinstance(value, (dict, list)):
+        text = f"a {type(value).__name__} of {len(value)} items"
+    else:
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -40,6 +40,7 @@ from adare_guest.serial_link import (
     SessionEnded,
     SessionRequested,
 )
+from adare_guest.worker_pool import shared_pool
 
 log = logging.getLogger("adare_guest.serial")
 
@@ -253,7 +254,7 @@ class SerialTransport:
 
         :raise OSError: the device could not be opened or failed while serving.
         """
-        port = await asyncio.to_thread(self._open_port, self.device)
+        port = await shared_pool().run(self._open_port, self.device)
         log.info("serial link on %s", self.device)
         loop = asyncio.get_running_loop()
         finished: asyncio.Future[BaseException | None] = loop.create_future()
@@ -266,7 +267,7 @@ class SerialTransport:
             error = await asyncio.shield(finished)
         finally:
             self._stop.set()
-            await asyncio.to_thread(thread.join, READ_TIMEOUT + WRITE_TIMEOUT + 1)
+            await shared_pool().run(thread.join, READ_TIMEOUT + WRITE_TIMEOUT + 1)
             with contextlib.suppress(OSError):
                 port.close()
         if error is not None:
@@ -401,6 +402,11 @@ class SerialTransport:
                 log.error(
                     "serial: the agent took over %s s to take a message", self.handoff_timeout
                 )
+            except Exception as exc:
+                # One message's failure must not end the device loop (and with it every
+                # call of the session): report it and keep serving.
+                log.exception("serial: handling a message failed")
+                self.server.record_error(f"serial: handling a message failed: {exc!r}"[:300])
 
 
 def _resolve(future: asyncio.Future[BaseException | None], error: BaseException | None) -> None:

@@ -29,8 +29,16 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from adare_guest import __version__
+from adare_guest.backpressure import (
+    CALL_ADMISSION_WAIT,
+    MAX_CALLS_IN_FLIGHT,
+    MAX_PENDING_OUTPUT,
+    SEND_TIMEOUT,
+    OutputBudget,
+    send_deadline,
+)
 from adare_guest.base64_text import encode_with_base64_text
-from adare_guest.config import AgentConfig
+from adare_guest.config import AgentConfig, listen_host
 from adare_guest.identity import agent_identity, bundle_hash
 from adare_guest.protocol import (
     MAX_HOST_MESSAGE,
@@ -56,11 +64,14 @@ from adare_guest.tools.base import (
     ParamError,
     ToolGroup,
     tool,
+    with_error_key,
 )
+from adare_guest.worker_pool import shared_pool
 
 log = logging.getLogger("adare_guest.server")
 
 SendFunc = Callable[[str], Awaitable[None]]
+AbortFunc = Callable[[], None]
 GroupFactory = Callable[[AgentConfig, AgentState], ToolGroup]
 
 WEBSOCKET_MAX_SIZE = 4 * MAX_HOST_MESSAGE
@@ -165,6 +176,8 @@ class ChainTools(ToolGroup):
                 except BaseException:
                     sub.kill_processes()  # timed out, crashed or cancelled: no leftovers
                     raise
+                if isinstance(result, dict):
+                    result = with_error_key(result)
                 step.update(success=True, result=result, error=None)
             except ParamError as exc:
                 step["error"] = str(exc)
@@ -190,6 +203,15 @@ class AdareVMServer:
         self.listening = False
         self.listen_address: tuple[str, int] | None = None
         self.last_error: str | None = None
+        self.max_calls_in_flight = MAX_CALLS_IN_FLIGHT
+        """Tool calls one session may run at once; more wait, then are refused."""
+        self.call_admission_wait = CALL_ADMISSION_WAIT
+        """Seconds a call over the limit waits for a slot before it is refused."""
+        self.max_pending_output = MAX_PENDING_OUTPUT
+        """Bytes of big results per session held until the client reads them."""
+        self.send_timeout = SEND_TIMEOUT
+        """Seconds a client has to take a message (plus its size at 1 MiB/s) before it is
+        dropped."""
         self._server: Server | None = None
         factories: list[GroupFactory] = list(default_groups() if groups is None else groups)
         instances = [factory(config, self.state) for factory in factories]
@@ -243,9 +265,13 @@ class AdareVMServer:
         log.error("%s", message)
 
     # ------------------------------------------------------------------ sessions
-    def open_session(self, send: SendFunc, peer: str) -> Session:
-        """A new session for a client reachable through ``send``; sends the welcome event."""
-        session = Session(self, send, peer)
+    def open_session(self, send: SendFunc, peer: str, abort: AbortFunc | None = None) -> Session:
+        """A new session for a client reachable through ``send``; sends the welcome event.
+
+        ``abort`` drops the client's connection at once; the session calls it when the
+        client does not take a message in time (see :mod:`adare_guest.backpressure`).
+        """
+        session = Session(self, send, peer, abort)
         self.sessions.add(session)
         return session
 
@@ -254,9 +280,13 @@ class AdareVMServer:
         token = self.config.token
         if not token:
             return None
-        supplied = request.headers.get("Authorization", "")
+        # Two Authorization headers are refused like a wrong one (``get`` would raise
+        # MultipleValuesError and the handshake would end in HTTP 500).
+        supplied = request.headers.get_all("Authorization")
         expected = f"Bearer {token}"
-        if hmac.compare_digest(supplied.encode(), expected.encode()):
+        if len(supplied) == 1 and hmac.compare_digest(
+            supplied[0].encode("utf-8", "surrogateescape"), expected.encode()
+        ):
             return None
         log.warning("rejected connection from %s: bad or missing token", _peer(connection))
         response = connection.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token\n")
@@ -266,7 +296,7 @@ class AdareVMServer:
     async def _handle_connection(self, connection: ServerConnection) -> None:
         peer = _peer(connection)
         log.info("client connected: %s", peer)
-        session = self.open_session(connection.send, peer)
+        session = self.open_session(connection.send, peer, connection.transport.abort)
         try:
             async for message in connection:
                 await session.handle_text(message)
@@ -281,10 +311,13 @@ class AdareVMServer:
 
         :raise OSError: the address cannot be bound (also kept as ``last_error``).
         """
+        host, warning = listen_host(self.config)
+        if warning:
+            log.warning("%s", warning)
         try:
             self._server = await serve(
                 self._handle_connection,
-                self.config.host,
+                host,
                 self.config.port,
                 process_request=self._process_request,
                 max_size=WEBSOCKET_MAX_SIZE,
@@ -293,10 +326,10 @@ class AdareVMServer:
                 ping_timeout=20,
             )
         except OSError as exc:
-            self.record_error(f"cannot listen on {self.config.host}:{self.config.port}: {exc}")
+            self.record_error(f"cannot listen on {host}:{self.config.port}: {exc}")
             raise
         sockname = next(iter(self._server.sockets)).getsockname()
-        self.listen_address = (self.config.host, int(sockname[1]))
+        self.listen_address = (host, int(sockname[1]))
         self.listening = True
         log.info("listening on %s:%d", *self.listen_address)
         return self.listen_address
@@ -339,20 +372,29 @@ def _peer(connection: ServerConnection) -> str:
 class Session:
     """One client: parses its messages, runs its calls, sends answers through ``send``."""
 
-    def __init__(self, server: AdareVMServer, send: SendFunc, peer: str) -> None:
+    def __init__(
+        self, server: AdareVMServer, send: SendFunc, peer: str, abort: AbortFunc | None = None
+    ) -> None:
         self.server = server
         self.peer = peer
         self.closed = False
+        self.dropped: str | None = None
+        """Why the session dropped its client (it did not read), else None."""
         self._send_raw = send
+        self._abort = abort
         self._send_lock = asyncio.Lock()
         self._calls: dict[str, tuple[asyncio.Task[None], CallContext]] = {}
+        self._call_ended = asyncio.Event()
+        self.output_budget = OutputBudget(server.max_pending_output)
         self._welcome: str | None = encode_message(
             Event(
                 EventType.LOG,
                 {"message": "Connected to AdareVM server", "server_info": server.server_info()},
             )
         )
-        self._welcome_task = asyncio.get_running_loop().create_task(self._send_text(None))
+        loop = asyncio.get_running_loop()
+        self._welcome_task = loop.create_task(self._send_text(None))
+        self._closing: asyncio.Task[None] | None = None
 
     @property
     def running_calls(self) -> list[str]:
@@ -366,13 +408,36 @@ class Session:
             try:
                 if self._welcome is not None:
                     welcome, self._welcome = self._welcome, None
-                    await self._send_raw(welcome)
+                    await self._send_bounded(welcome)
                 if text is not None:
-                    await self._send_raw(text)
+                    await self._send_bounded(text)
             except ConnectionClosed:
                 self.closed = True
+            except TimeoutError as exc:
+                self._drop(str(exc))
             except Exception as exc:
                 self.server.record_error(f"send to {self.peer} failed: {exc}")
+
+    async def _send_bounded(self, text: str) -> None:
+        """Send ``text`` or raise TimeoutError when the client does not take it in time."""
+        limit = send_deadline(len(text), self.server.send_timeout)
+        try:
+            await asyncio.wait_for(self._send_raw(text), limit)
+        except TimeoutError:
+            raise TimeoutError(
+                f"client {self.peer} did not take a {len(text)}-byte message within "
+                f"{limit:.0f} s; dropping it"
+            ) from None
+
+    def _drop(self, reason: str) -> None:
+        """Give up on a client that does not read: close its connection, cancel its calls."""
+        if self.closed:
+            return
+        self.dropped = reason
+        self.server.record_error(reason)
+        if self._abort is not None:
+            self._abort()
+        self._closing = asyncio.get_running_loop().create_task(self.close())
 
     async def send(self, msg: Message) -> None:
         """Encode and send ``msg`` (dropped silently once the session is closed).
@@ -387,20 +452,23 @@ class Session:
                 text = (
                     spliced
                     if spliced is not None
-                    else await asyncio.to_thread(lambda: "".join(iter_encode_message(msg)))
+                    else await shared_pool().run(lambda: "".join(iter_encode_message(msg)))
                 )
             else:
                 text = encode_message(msg)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError, OverflowError) as exc:
             if not isinstance(msg, ToolResult):
                 raise
             text = encode_message(
-                ToolResult(msg.id, False, None, f"result is not JSON-serialisable: {exc}")
+                ToolResult(
+                    msg.id, False, None, f"result is not JSON-serialisable: {type(exc).__name__}"
+                )
             )
         await self._send_text(text)
 
     async def handle_text(self, text: str | bytes) -> None:
-        """Handle one incoming message; never raises for bad input."""
+        """Handle one incoming message; never raises for bad input (nor for our own bugs:
+        whatever goes wrong with one message is answered and logged, the session stays)."""
         if self.closed:
             return
         try:
@@ -408,6 +476,21 @@ class Session:
         except ProtocolError as exc:
             await self._reject(exc)
             return
+        except Exception as exc:  # a parser failure we did not foresee: still one message
+            log.exception("cannot parse a message from %s", self.peer)
+            await self._reject(ProtocolError(f"cannot parse message: {type(exc).__name__}"))
+            return
+        try:
+            await self._dispatch(msg)
+        except Exception as exc:
+            log.exception("handling a %s message from %s failed", msg.type.value, self.peer)
+            reason = f"internal error handling the message: {type(exc).__name__}: {exc}"
+            if isinstance(msg, ToolCall):
+                await self.send(ToolResult(msg.id, False, None, reason))
+            else:
+                await self.send(Event(EventType.ERROR, {"message": reason, "id": msg.id}))
+
+    async def _dispatch(self, msg: Message) -> None:
         if isinstance(msg, ToolCall):
             await self._start_call(msg)
         elif isinstance(msg, Ping):
@@ -444,6 +527,18 @@ class Session:
                 ToolResult(call.id, False, None, f"a call with id {call.id!r} is still running")
             )
             return
+        if not await self._wait_for_slot():
+            await self.send(
+                ToolResult(
+                    call.id,
+                    False,
+                    None,
+                    f"too many calls in flight: {len(self._calls)} are running "
+                    f"(limit {self.server.max_calls_in_flight} per session) and none ended "
+                    f"within {self.server.call_admission_wait:g} s",
+                )
+            )
+            return
         try:
             params = bound.validate(call.params)
         except ParamError as exc:
@@ -458,12 +553,33 @@ class Session:
             state=self.server.state,
             emit=self.send,
             loop=asyncio.get_running_loop(),
+            output_budget=self.output_budget,
         )
         task = asyncio.get_running_loop().create_task(
             self._run_call(call, bound, params, ctx, limit)
         )
         self._calls[call.id] = (task, ctx)
-        task.add_done_callback(lambda _t: self._calls.pop(call.id, None))
+        task.add_done_callback(lambda _t: self._call_done(call.id))
+
+    def _call_done(self, call_id: str) -> None:
+        self._calls.pop(call_id, None)
+        self._call_ended.set()
+
+    async def _wait_for_slot(self) -> bool:
+        """Wait (bounded) until fewer than ``max_calls_in_flight`` calls run; False when
+        none ended in time. The caller reads no further message meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.server.call_admission_wait
+        while len(self._calls) >= self.server.max_calls_in_flight:
+            self._call_ended.clear()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._call_ended.wait(), remaining)
+            except TimeoutError:
+                return False
+        return not self.closed
 
     async def _run_call(
         self,
@@ -473,6 +589,20 @@ class Session:
         ctx: CallContext,
         limit: float,
     ) -> None:
+        try:
+            reply = await self._call_reply(call, bound, params, ctx, limit)
+            await self.send(reply)
+        finally:
+            ctx.release_output()
+
+    async def _call_reply(
+        self,
+        call: ToolCall,
+        bound: BoundTool,
+        params: dict[str, Any],
+        ctx: CallContext,
+        limit: float,
+    ) -> ToolResult:
         started = time.monotonic()
         log.info("call %s %s params=%s", call.id, bound.name, sorted(params))
         try:
@@ -492,7 +622,7 @@ class Session:
             reply = ToolResult(call.id, False, None, f"{type(exc).__name__}: {exc}")
         else:
             if isinstance(result, dict):
-                reply = ToolResult(call.id, True, result, None)
+                reply = ToolResult(call.id, True, with_error_key(result), None)
             else:
                 reply = ToolResult(
                     call.id, False, None, f"tool {bound.name!r} returned {type(result).__name__}"
@@ -504,7 +634,7 @@ class Session:
             reply.success,
             time.monotonic() - started,
         )
-        await self.send(reply)
+        return reply
 
     async def close(self) -> None:
         """Cancel running calls, kill their processes, stop sending. Idempotent."""
@@ -515,7 +645,7 @@ class Session:
         for task, ctx in calls:
             ctx.kill_processes()
             task.cancel()
-        tasks = [task for task, _ in calls]
+        tasks = [task for task, _ in calls if task is not asyncio.current_task()]
         if tasks:
             _done, pending = await asyncio.wait(tasks, timeout=CLOSE_WAIT)
             if pending:

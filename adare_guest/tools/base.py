@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import os
 import signal
 import subprocess
@@ -40,11 +41,20 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, Union
 
+from adare_guest.backpressure import OutputBudget
 from adare_guest.config import AgentConfig
 from adare_guest.protocol import Event, EventType
+from adare_guest.worker_pool import shared_pool
 
 TIMEOUT_GRACE = 5.0
 """Seconds the server waits beyond a caller-given ``timeout`` before cancelling."""
+MAX_TIMEOUT = 7 * 24 * 3600.0
+"""Largest ``timeout`` param a call may give (one week); larger ones are refused."""
+INT_PARAM_BITS = 63
+"""Integer params must fit a signed 64-bit integer (seek offsets, sizes, modes)."""
+CALL_MARKER = "ADARE_CALL_ID"
+"""Environment variable carrying the call id into the commands a call starts, so
+descendants that left the process tree (``setsid`` + parent exit) can still be found."""
 
 T = TypeVar("T")
 ToolFunc = Callable[..., Awaitable[dict[str, Any]]]
@@ -80,35 +90,115 @@ class ParamError(ValueError):
     """The params of a tool call do not fit the tool's signature."""
 
 
-def kill_process_tree(proc: Process) -> None:
-    """Kill ``proc`` and its process group (it must have been started in a new session).
+def with_error_key(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` with ``error`` = ``message`` when its status is ``error`` and it has no
+    ``error`` key: every tool's error result carries both (the server applies this)."""
+    if result.get("status") == "error" and "error" not in result and "message" in result:
+        result["error"] = result["message"]
+    return result
 
-    Safe to call on a process that already exited.
+
+def kill_process_tree(proc: Process, marker: str | None = None) -> None:
+    """Kill ``proc``, its process group and every descendant; safe on an exited process.
+
+    Start ``proc`` in a new session. A descendant that called ``setsid`` left the
+    group, so the descendants are also found by walking parent pids in ``/proc``
+    (collected *before* anything dies: an orphan is re-parented and lost to the
+    walk) and, with ``marker``, by the ``ADARE_CALL_ID=<marker>`` entry of their
+    environment (see :data:`CALL_MARKER`).
     """
-    if proc.returncode is not None:
-        return
     if sys.platform == "win32":
-        try:
-            subprocess.run(
-                ["taskkill", "/F", "/T", "/PID", str(proc.pid)],
-                capture_output=True,
-                timeout=10,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        try:
-            proc.kill()
-        except ProcessLookupError:
-            pass
+        if proc.returncode is None:
+            _taskkill(proc)
         return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
+    strays = descendants(proc.pid) | (marked_processes(marker) if marker else set())
+    if proc.returncode is None:
         try:
-            proc.kill()
-        except ProcessLookupError:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+    for pid in strays - {os.getpid()}:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
             pass
+
+
+def _taskkill(proc: Process) -> None:
+    try:
+        subprocess.run(
+            ["taskkill", "/F", "/T", "/PID", str(proc.pid)],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+
+
+def _proc_parents() -> dict[int, int]:
+    """pid -> parent pid of every process in ``/proc`` (Linux; empty elsewhere)."""
+    parents: dict[int, int] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return parents
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        # The command name is in parentheses and may itself hold ") ": split at the last.
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) > 1:
+            parents[int(name)] = int(fields[1])
+    return parents
+
+
+def descendants(pid: int) -> set[int]:
+    """Pids of every living descendant of ``pid`` (by parent-pid chains in ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for child, parent in _proc_parents().items():
+        children.setdefault(parent, []).append(child)
+    found: set[int] = set()
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def marked_processes(marker: str) -> set[int]:
+    """Pids whose environment holds ``ADARE_CALL_ID=<marker>``."""
+    needle = f"{CALL_MARKER}={marker}".encode()
+    found: set[int] = set()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                entries = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if needle in entries:
+            found.add(int(name))
+    return found
 
 
 class CallContext:
@@ -124,6 +214,7 @@ class CallContext:
         state: AgentState,
         emit: EmitFunc | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
+        output_budget: OutputBudget | None = None,
     ) -> None:
         self.call_id = call_id
         self.tool = tool
@@ -138,6 +229,9 @@ class CallContext:
         self._loop = loop
         self._processes: list[Process] = []
         self._lock = threading.Lock()
+        self.output_budget = output_budget
+        """The session's budget for results not yet sent (None: unlimited)."""
+        self._reserved: list[int] = []  # shared with derived contexts (chain steps)
 
     def _event(self, event_type: EventType | str, data: Mapping[str, Any]) -> Event:
         payload = dict(data)
@@ -181,11 +275,11 @@ class CallContext:
         with self._lock:
             procs, self._processes = self._processes, []
         for proc in procs:
-            kill_process_tree(proc)
+            kill_process_tree(proc, self.call_id)
 
     def derive(self, tool: str, timeout: float) -> CallContext:
         """A context for a sub-call (``chain_commands``): same call id and event sink."""
-        return CallContext(
+        sub = CallContext(
             call_id=self.call_id,
             tool=tool,
             timeout=timeout,
@@ -193,15 +287,43 @@ class CallContext:
             state=self.state,
             emit=self._emit,
             loop=self._loop,
+            output_budget=self.output_budget,
         )
+        sub._reserved = self._reserved  # the chain's reply carries the steps' results
+        return sub
+
+    async def reserve_output(self, size: int) -> None:
+        """Reserve ``size`` bytes of the session's output budget for this call's result,
+        waiting (within the call's budget) while the client has not read earlier ones.
+        The server releases the reservation once the result has been sent.
+
+        :raise TimeoutError: no room before the call's deadline.
+        """
+        if self.output_budget is None:
+            return
+        await self.output_budget.acquire(size, timeout=self.remaining())
+        self._reserved.append(size)
+
+    def release_output(self) -> None:
+        """Give back every reservation of this call (the server calls this)."""
+        if self.output_budget is not None:
+            self.output_budget.release(sum(self._reserved))
+        self._reserved.clear()
 
     def remaining(self) -> float:
         """Seconds left until :attr:`deadline` (never negative)."""
         return max(0.0, self.deadline - time.monotonic())
 
     async def run_in_thread(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run blocking ``func(*args, **kwargs)`` in a worker thread, off the event loop."""
-        return await asyncio.to_thread(func, *args, **kwargs)
+        """Run blocking ``func(*args, **kwargs)`` in a worker thread, off the event loop.
+
+        The thread comes from :func:`~adare_guest.worker_pool.shared_pool`: when the call
+        is cancelled the thread is abandoned (a syscall stuck on a hostile guest path
+        cannot hold the agent or its exit).
+
+        :raise PoolExhausted: too many worker threads are stuck already.
+        """
+        return await shared_pool().run(func, *args, **kwargs)
 
 
 async def _send(send: EmitFunc, event: Event) -> None:
@@ -283,6 +405,11 @@ class BoundTool:
                 raise ParamError(
                     f"param {key!r} of tool {self.name!r} must be {_describe(spec.annotation)}, "
                     f"got {type(value).__name__} {_short(value)}"
+                )
+            if key == "timeout" and isinstance(converted, float) and converted > MAX_TIMEOUT:
+                raise ParamError(
+                    f"param 'timeout' of tool {self.name!r} must be at most {MAX_TIMEOUT:g} s, "
+                    f"got {converted:g}"
                 )
             checked[key] = converted
         return checked
@@ -382,10 +509,15 @@ def _check(value: Any, annotation: Any) -> tuple[bool, Any]:
     if annotation is bool:
         return isinstance(value, bool), value
     if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool), value
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return ok and value.bit_length() <= INT_PARAM_BITS, value
     if annotation is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return True, float(value)
+            try:
+                number = float(value)
+            except OverflowError:  # an integer of hundreds of digits
+                return False, value
+            return math.isfinite(number), number
         return False, value
     if annotation is str:
         return isinstance(value, str), value
@@ -432,5 +564,9 @@ def _describe(annotation: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"of {value.bit_length()} bits"
+    if isinstance(value, (list, dict)):
+        return f"of {len(value)} items"
+    text = repr(value[:60] if isinstance(value, str) else value)
     return text if len(text) <= 60 else text[:57] + "..."

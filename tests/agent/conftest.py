@@ -249,3 +249,9 @@ async def connect_client(agent: AdareVMServer) -> AsyncIterator[ClientFactory]:
 async def client(connect_client: ClientFactory) -> StrictClient:
     """One strict client connected to :func:`agent`."""
     return await connect_client()
+
+
+@pytest.fixture
+def strict_parser() -> Callable[[str | bytes], dict[str, Any]]:
+    """:func:`strict_parse`, for tests that check raw agent output themselves."""
+    return strict_parse
