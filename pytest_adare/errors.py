@@ -64,12 +64,25 @@ class QGAError(AdareError):
     """The QEMU guest agent answered with an error or not at all."""
 
 
-class AgentUnreachable(AdareError):
-    """No connection to the agent; ``diagnosis`` says why in one sentence."""
+class SnapshotError(AdareError):
+    """``savevm``/``loadvm`` failed (QEMU's message says why)."""
 
-    def __init__(self, diagnosis: str, details: dict[str, Any] | None = None):
+
+class AgentUnreachable(AdareError):
+    """No connection to the agent; ``diagnosis`` says why in one sentence.
+
+    ``console_tail`` holds the guest console's last lines when a VM was diagnosed.
+    """
+
+    def __init__(
+        self,
+        diagnosis: str,
+        details: dict[str, Any] | None = None,
+        console_tail: Sequence[str] = (),
+    ):
         self.diagnosis = diagnosis
         self.details = details or {}
+        self.console_tail = list(console_tail)
         super().__init__(diagnosis)
 
 
@@ -100,3 +113,9 @@ class GuestCommandFailed(AdareError):
             f"guest command {result.command!r} exited with {result.returncode}\n"
             f"stdout: {result.stdout[-2000:]!r}\nstderr: {result.stderr[-2000:]!r}"
         )
+
+
+def console_tail_of(error: BaseException) -> list[str]:
+    """The guest console lines an error carries (VMTimeout, VMDied, AgentUnreachable)."""
+    tail = getattr(error, "console_tail", None)
+    return [str(line) for line in tail] if isinstance(tail, list) else []

@@ -7,22 +7,20 @@ can never disagree::
     r = guest.shell("echo hi; exit 3")          # sync, any thread
     r = await guest.aio.shell("echo hi; exit 3")  # async twin, on the shared loop
 
-Transports only implement :class:`pytest_adare.agent.connection.AgentConnection`. With
-``host_gui`` set (``gui="host"``), screenshots, pointer and keyboard go to the
-Machine's QMP ``screendump``/``input-send-event`` instead of the in-guest agent.
+Transports only implement :class:`pytest_adare.agent.connection.AgentConnection`.
+Screenshots, pointer and keyboard go to one :class:`Screen`: the agent's GUI tools
+(:class:`~pytest_adare.agent.screen.AgentScreen`, the default) or QEMU's screendump
+and input (:class:`~pytest_adare.qemu.screen.QemuScreen`, ``gui="host"``); the facade
+itself never asks which. File transfer is :mod:`pytest_adare.agent.transfer`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import contextlib
-import hashlib
-import io
 import json
 import os
-import secrets
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,23 +29,23 @@ from typing import Any, Protocol, TypeVar
 from PIL import Image
 
 from pytest_adare.agent.connection import AgentConnection, EventCallback
+from pytest_adare.agent.screen import AgentScreen
 from pytest_adare.agent.testfunction_upload import zip_collection
+from pytest_adare.agent.transfer import (
+    PULL_CHUNK,
+    PUSH_CHUNK,
+    ProgressCallback,
+    pull_file,
+    push_file,
+)
 from pytest_adare.errors import GuestCommandFailed, ToolError
 from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.forensics.evidence import DEFAULT_MAX_BYTES, pull_changed
 from pytest_adare.forensics.snapshot import FsSnapshot
-from pytest_adare.loop_thread import shared_loop
+from pytest_adare.loop_thread import SyncTwin, shared_loop, sync_context_twin, sync_twin
 from pytest_adare.screen_match import Box, ImageLike, Region, wait_for_image
 
 T = TypeVar("T")
-ProgressCallback = Callable[[int, int], None]
-"""Called as ``progress(bytes_done, bytes_total)`` during a file transfer."""
-
-PULL_CHUNK = 2 * 1024 * 1024
-PUSH_CHUNK = 4 * 1024 * 1024  # 5.4 MiB as base64: well under the 16 MiB message limit
-PULL_WINDOW = 3  # chunk requests in flight at once (guest memory: several chunk sizes each)
-# 2 MiB x 3 measured as fast as 4 MiB x 2 under TCG with half the guest memory; an
-# 8 MiB chunk x 2 got the agent killed in a 256 MiB guest.
 
 
 @dataclass(frozen=True)
@@ -96,16 +94,22 @@ class FsWatch:
     diff: FsDiff | None = None
 
 
-class HostGui(Protocol):
-    """The Machine's host-side screen and input (QMP), used when ``gui="host"``."""
+class Screen(Protocol):
+    """The guest's screen and input, wherever they are reached from.
 
-    async def ascreendump(self) -> Image.Image: ...
-    async def amouse_move(self, x: int, y: int) -> None: ...
-    async def amouse_click(self, x: int, y: int, button: str = "left", count: int = 1) -> None: ...
-    async def amouse_drag(self, x1: int, y1: int, x2: int, y2: int) -> None: ...
-    async def ascroll(self, direction: str, amount: int) -> None: ...
-    async def atype_text(self, text: str) -> None: ...
-    async def asend_keys(self, keys: Sequence[str]) -> None: ...
+    :class:`~pytest_adare.agent.screen.AgentScreen` (agent tools) and
+    :class:`~pytest_adare.qemu.screen.QemuScreen` (QMP) implement it; coordinates
+    are screen pixels.
+    """
+
+    async def screenshot(self) -> Image.Image: ...
+    async def move(self, x: int, y: int) -> None: ...
+    async def click(self, x: int, y: int, button: str = "left", count: int = 1) -> None: ...
+    async def drag(self, x1: int, y1: int, x2: int, y2: int) -> None: ...
+    async def scroll(self, direction: str, amount: int) -> None: ...
+    async def type_text(self, text: str) -> None: ...
+    async def press(self, key: str) -> None: ...
+    async def hotkey(self, keys: Sequence[str]) -> None: ...
 
 
 def tool_result(tool: str, result: dict[str, Any]) -> dict[str, Any]:
@@ -155,26 +159,17 @@ class AsyncKeyboard:
 
     async def type(self, text: str) -> None:
         """Type ``text`` as keystrokes."""
-        if self._guest.host_gui is not None:
-            await self._guest.on_home_loop(self._guest.host_gui.atype_text(text))
-        else:
-            await self._guest.call("keyboard", type="type", key=text)
+        await self._guest.on_home_loop(self._guest.screen.type_text(text))
 
     async def press(self, key: str) -> None:
         """Press and release one key, e.g. ``"enter"``."""
-        if self._guest.host_gui is not None:
-            await self._guest.on_home_loop(self._guest.host_gui.asend_keys([key]))
-        else:
-            await self._guest.call("keyboard", type="press", key=key)
+        await self._guest.on_home_loop(self._guest.screen.press(key))
 
     async def hotkey(self, *keys: str) -> None:
         """Press ``keys`` together, e.g. ``hotkey("ctrl", "c")``."""
         if not keys:
             raise ValueError("hotkey() needs at least one key")
-        if self._guest.host_gui is not None:
-            await self._guest.on_home_loop(self._guest.host_gui.asend_keys(list(keys)))
-        else:
-            await self._guest.call("keyboard", type="hotkey", key="+".join(keys))
+        await self._guest.on_home_loop(self._guest.screen.hotkey(keys))
 
 
 class AsyncGuest:
@@ -185,12 +180,13 @@ class AsyncGuest:
     the work is handed to the connection's loop and awaited from yours.
     """
 
-    def __init__(self, connection: AgentConnection, *, host_gui: HostGui | None = None) -> None:
+    def __init__(self, connection: AgentConnection, *, screen: Screen | None = None) -> None:
         self.events = EventHub()
-        self.host_gui = host_gui
         self.keyboard = AsyncKeyboard(self)
         self._connection = connection
         self._unsubscribe = connection.subscribe(self.events.dispatch)
+        self._agent_screen = AgentScreen(self._checked)
+        self._screen: Screen = screen or self._agent_screen
         try:
             self._home = asyncio.get_running_loop()
         except RuntimeError:
@@ -214,17 +210,26 @@ class AsyncGuest:
         self._unsubscribe = connection.subscribe(self.events.dispatch)
 
     @property
+    def screen(self) -> Screen:
+        """Where screenshots and input go: the agent's GUI tools unless :meth:`use_screen`."""
+        return self._screen
+
+    def use_screen(self, screen: Screen | None) -> None:
+        """Route screenshots and input to ``screen`` (``None``: the agent's GUI tools)."""
+        self._screen = screen or self._agent_screen
+
+    @property
     def server_info(self) -> dict[str, Any]:
         """The agent's identity: version, bundle_hash, platform, tools."""
         return self._connection.server_info
 
     async def call(
-        self, tool: str, *, timeout: float | None = None, **params: Any
+        self, tool: str, /, *, timeout: float | None = None, **params: Any
     ) -> dict[str, Any]:
         """Call any agent tool; returns its raw ``result`` dict (``success=false`` raises)."""
         return await self.on_home_loop(self._connection.call(tool, params, timeout))
 
-    async def _checked(self, tool: str, **params: Any) -> dict[str, Any]:
+    async def _checked(self, tool: str, /, **params: Any) -> dict[str, Any]:
         return tool_result(tool, await self.call(tool, **params))
 
     # -- commands ---------------------------------------------------------------------
@@ -279,82 +284,9 @@ class AsyncGuest:
 
         :raise ToolError: the guest file cannot be read, is a directory, or the hash differs.
         """
-        target = Path(host_path)
-        first = await self._pull_chunk(guest_path, 0, chunk_size)
-        if first.get("is_directory"):
-            raise ToolError("pull_file_chunk", f"{guest_path!r} is a directory in the guest", first)
-        total_chunks, file_size = _chunk_layout(guest_path, first, chunk_size)
-        part = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            sha256 = await self._pull_into(
-                part, guest_path, first, total_chunks, file_size, chunk_size, progress
-            )
-            actual = await asyncio.to_thread(_file_sha256, part)
-            if sha256 is not None and actual != sha256:
-                raise ToolError(
-                    "pull_file_chunk",
-                    f"{guest_path!r}: sha256 mismatch (guest {sha256}, host {actual})",
-                    None,
-                )
-            os.replace(part, target)
-        finally:
-            part.unlink(missing_ok=True)
-        return target
-
-    async def _pull_chunk(self, guest_path: str, index: int, chunk_size: int) -> dict[str, Any]:
-        return await self._checked(
-            "pull_file_chunk", guest_path=guest_path, chunk_index=index, chunk_size=chunk_size
+        return await pull_file(
+            self._checked, guest_path, host_path, progress=progress, chunk_size=chunk_size
         )
-
-    async def _pull_into(
-        self,
-        part: Path,
-        guest_path: str,
-        first: dict[str, Any],
-        total_chunks: int,
-        file_size: int,
-        chunk_size: int,
-        progress: ProgressCallback | None,
-    ) -> str | None:
-        """Write every chunk at its offset, keeping a few requests in flight."""
-        done = 0
-        last: dict[str, Any] = first
-        with part.open("wb") as out:
-
-            def write(chunk: dict[str, Any], index: int) -> None:
-                nonlocal done
-                data = _chunk_data(guest_path, chunk, index, chunk_size, file_size)
-                out.seek(index * chunk_size)
-                out.write(data)
-                done += len(data)
-                if progress is not None:
-                    progress(done, file_size)
-
-            write(first, 0)
-            indexes = iter(range(1, total_chunks))
-            in_flight: dict[asyncio.Task[dict[str, Any]], int] = {}
-            try:
-                while True:
-                    while len(in_flight) < PULL_WINDOW and (i := next(indexes, None)) is not None:
-                        task = asyncio.ensure_future(self._pull_chunk(guest_path, i, chunk_size))
-                        in_flight[task] = i
-                    if not in_flight:
-                        break
-                    finished, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
-                    for task in finished:
-                        index = in_flight.pop(task)
-                        chunk = task.result()
-                        write(chunk, index)
-                        if index == total_chunks - 1:
-                            last = chunk
-            finally:
-                for task in in_flight:
-                    task.cancel()
-        sha256 = last.get("sha256")
-        if not isinstance(sha256, str) or not sha256:
-            raise ToolError("pull_file_chunk", f"{guest_path!r}: last chunk has no sha256", None)
-        return sha256
 
     async def push(
         self,
@@ -370,83 +302,42 @@ class AsyncGuest:
         :raise FileNotFoundError: ``host_path`` does not exist.
         :raise ToolError: the agent refused a chunk or the hash differed.
         """
-        source = Path(host_path)
-        size, sha256 = await asyncio.to_thread(_size_and_sha256, source)
-        total_chunks = max(1, -(-size // chunk_size))
-        done = 0
-        src = await asyncio.to_thread(source.open, "rb")
-        try:
-            for index in range(total_chunks):
-                data = await asyncio.to_thread(src.read, chunk_size)
-                params: dict[str, Any] = {
-                    "guest_path": guest_path,
-                    "chunk_index": index,
-                    "chunk_data": base64.b64encode(data).decode("ascii"),
-                    "total_chunks": total_chunks,
-                }
-                if index == total_chunks - 1:
-                    params["sha256"] = sha256
-                    if mode is not None:
-                        params["mode"] = mode
-                await self._checked("push_file_chunk", **params)
-                done += len(data)
-                if progress is not None:
-                    progress(done, size)
-        finally:
-            src.close()
+        await push_file(
+            self._checked, host_path, guest_path, mode=mode, progress=progress,
+            chunk_size=chunk_size,
+        )  # fmt: skip
 
     # -- GUI --------------------------------------------------------------------------
 
     async def screenshot(self) -> Image.Image:
         """The guest's screen as a PIL image (agent, or QMP screendump with ``gui="host"``)."""
-        if self.host_gui is not None:
-            return await self.on_home_loop(self.host_gui.ascreendump())
-        result = await self._checked("screenshot")
-        png = base64.b64decode(result["image"]["data"])
-        image = Image.open(io.BytesIO(png))
-        image.load()
-        return image
+        return await self.on_home_loop(self.screen.screenshot())
 
     async def click(self, x: int, y: int) -> None:
         """Left click at screen pixel (x, y)."""
-        await self._pointer("click", x, y, "left", 1)
+        await self.on_home_loop(self.screen.click(x, y, "left", 1))
 
     async def double_click(self, x: int, y: int) -> None:
         """Double click at (x, y)."""
-        await self._pointer("double_click", x, y, "left", 2)
+        await self.on_home_loop(self.screen.click(x, y, "left", 2))
 
     async def right_click(self, x: int, y: int) -> None:
         """Right click at (x, y)."""
-        await self._pointer("right_click", x, y, "right", 1)
-
-    async def _pointer(self, tool: str, x: int, y: int, button: str, count: int) -> None:
-        if self.host_gui is not None:
-            await self.on_home_loop(self.host_gui.amouse_click(x, y, button, count))
-        else:
-            await self._checked(tool, x=x, y=y)
+        await self.on_home_loop(self.screen.click(x, y, "right", 1))
 
     async def goto(self, x: int, y: int) -> None:
         """Move the pointer to (x, y)."""
-        if self.host_gui is not None:
-            await self.on_home_loop(self.host_gui.amouse_move(x, y))
-        else:
-            await self._checked("goto", x=x, y=y)
+        await self.on_home_loop(self.screen.move(x, y))
 
     async def drag(self, x1: int, y1: int, x2: int, y2: int) -> None:
         """Press at (x1, y1), move to (x2, y2), release."""
-        if self.host_gui is not None:
-            await self.on_home_loop(self.host_gui.amouse_drag(x1, y1, x2, y2))
-        else:
-            await self._checked("drag", x1=x1, y1=y1, x2=x2, y2=y2)
+        await self.on_home_loop(self.screen.drag(x1, y1, x2, y2))
 
     async def scroll(self, direction: str = "down", amount: int = 3) -> None:
         """Scroll ``amount`` steps ``up``, ``down``, ``left`` or ``right``."""
         if direction not in ("up", "down", "left", "right"):
             raise ValueError(f"scroll direction must be up/down/left/right, got {direction!r}")
-        if self.host_gui is not None:
-            await self.on_home_loop(self.host_gui.ascroll(direction, amount))
-        else:
-            await self._checked("scroll", direction=direction, amount=amount)
+        await self.on_home_loop(self.screen.scroll(direction, amount))
 
     async def wait_for_image(
         self,
@@ -488,11 +379,28 @@ class AsyncGuest:
         )
 
     @contextlib.asynccontextmanager
-    async def watch_fs(self, root: str = "/", **options: Any) -> AsyncIterator[FsWatch]:
-        """Snapshot ``root`` before and after the block; ``watch.diff`` holds the changes."""
-        watch = FsWatch(root, await self.fs_snapshot(root, **options))
+    async def watch_fs(
+        self,
+        root: str = "/",
+        *,
+        exclude: Sequence[str] | None = None,
+        hash: bool = False,
+        one_filesystem: bool = True,
+        timeout: float | None = None,
+    ) -> AsyncIterator[FsWatch]:
+        """Snapshot ``root`` before and after the block; ``watch.diff`` holds the changes.
+
+        Takes the same options as :meth:`fs_snapshot`, used for both snapshots.
+        """
+
+        async def snapshot() -> FsSnapshot:
+            return await self.fs_snapshot(
+                root, exclude=exclude, hash=hash, one_filesystem=one_filesystem, timeout=timeout
+            )
+
+        watch = FsWatch(root, await snapshot())
         yield watch
-        watch.after = await self.fs_snapshot(root, **options)
+        watch.after = await snapshot()
         watch.diff = watch.after.diff(watch.before)
 
     async def pull_changed(
@@ -534,7 +442,7 @@ class AsyncGuest:
         """Set the variables guest test functions can read."""
         return await self._checked("set_variables", variables=json.dumps(dict(variables)))
 
-    async def run_test(self, name: str, **params: Any) -> TestOutcome:
+    async def run_test(self, name: str, /, **params: Any) -> TestOutcome:
         """Run the guest test function ``collection.name`` with ``params``."""
         result = await self._checked("run_test", test_name=name, resolved_test_data=params)
         verdict = result.get("result") or {}
@@ -543,46 +451,24 @@ class AsyncGuest:
         )
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1024 * 1024):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _size_and_sha256(path: Path) -> tuple[int, str]:
-    return path.stat().st_size, _file_sha256(path)
-
-
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    return shared_loop().run(coro)
-
-
-class Keyboard:
+class Keyboard(SyncTwin[AsyncKeyboard]):
     """``guest.keyboard``: sync twin of :class:`AsyncKeyboard`."""
 
     def __init__(self, aio: AsyncKeyboard) -> None:
         self.aio = aio
 
-    def type(self, text: str) -> None:
-        """Type ``text`` as keystrokes."""
-        _run(self.aio.type(text))
-
-    def press(self, key: str) -> None:
-        """Press and release one key."""
-        _run(self.aio.press(key))
-
-    def hotkey(self, *keys: str) -> None:
-        """Press ``keys`` together."""
-        _run(self.aio.hotkey(*keys))
+    type = sync_twin(AsyncKeyboard.type)
+    press = sync_twin(AsyncKeyboard.press)
+    hotkey = sync_twin(AsyncKeyboard.hotkey)
 
 
-class Guest:
+class Guest(SyncTwin[AsyncGuest]):
     """The synchronous facade; ``guest.aio`` is the :class:`AsyncGuest` it drives.
 
-    Construct it from an :class:`AsyncGuest` (the VM does this); every method runs
-    the async twin on the shared loop thread. Event callbacks run on that thread.
+    Construct it from an :class:`AsyncGuest` (the VM does this); every method is the
+    async method of the same name run on the shared loop thread, with the same
+    parameters (see :func:`pytest_adare.loop_thread.sync_twin`). Event callbacks run
+    on that thread.
     """
 
     def __init__(self, aio: AsyncGuest) -> None:
@@ -599,96 +485,25 @@ class Guest:
         """The agent's identity: version, bundle_hash, platform, tools."""
         return self.aio.server_info
 
-    def call(self, tool: str, *, timeout: float | None = None, **params: Any) -> dict[str, Any]:
-        """Call any agent tool and return its raw ``result`` dict."""
-        return _run(self.aio.call(tool, timeout=timeout, **params))
-
-    def shell(self, command: str, **options: Any) -> ShellResult:
-        """Run ``command``; see :meth:`AsyncGuest.shell` for options."""
-        return _run(self.aio.shell(command, **options))
-
-    def pull(self, guest_path: str, host_path: str | os.PathLike[str], **options: Any) -> Path:
-        """Copy a guest file to the host; see :meth:`AsyncGuest.pull`."""
-        return _run(self.aio.pull(guest_path, host_path, **options))
-
-    def push(self, host_path: str | os.PathLike[str], guest_path: str, **options: Any) -> None:
-        """Copy a host file into the guest; see :meth:`AsyncGuest.push`."""
-        _run(self.aio.push(host_path, guest_path, **options))
-
-    def screenshot(self) -> Image.Image:
-        """The guest's screen as a PIL image."""
-        return _run(self.aio.screenshot())
-
-    def click(self, x: int, y: int) -> None:
-        """Left click at (x, y)."""
-        _run(self.aio.click(x, y))
-
-    def double_click(self, x: int, y: int) -> None:
-        """Double click at (x, y)."""
-        _run(self.aio.double_click(x, y))
-
-    def right_click(self, x: int, y: int) -> None:
-        """Right click at (x, y)."""
-        _run(self.aio.right_click(x, y))
-
-    def goto(self, x: int, y: int) -> None:
-        """Move the pointer to (x, y)."""
-        _run(self.aio.goto(x, y))
-
-    def drag(self, x1: int, y1: int, x2: int, y2: int) -> None:
-        """Drag from (x1, y1) to (x2, y2)."""
-        _run(self.aio.drag(x1, y1, x2, y2))
-
-    def scroll(self, direction: str = "down", amount: int = 3) -> None:
-        """Scroll ``amount`` steps in ``direction``."""
-        _run(self.aio.scroll(direction, amount))
-
-    def wait_for_image(self, template: ImageLike, **options: Any) -> Box:
-        """Wait until ``template`` shows on screen; see :meth:`AsyncGuest.wait_for_image`."""
-        return _run(self.aio.wait_for_image(template, **options))
-
-    def fs_snapshot(self, root: str = "/", **options: Any) -> FsSnapshot:
-        """Snapshot the guest tree under ``root``."""
-        return _run(self.aio.fs_snapshot(root, **options))
-
-    @contextlib.contextmanager
-    def watch_fs(self, root: str = "/", **options: Any) -> Iterator[FsWatch]:
-        """Snapshot ``root`` before and after the block; ``watch.diff`` holds the changes."""
-        watch = FsWatch(root, self.fs_snapshot(root, **options))
-        yield watch
-        watch.after = self.fs_snapshot(root, **options)
-        watch.diff = watch.after.diff(watch.before)
-
-    def pull_changed(
-        self,
-        diff: FsDiff,
-        dest: str | os.PathLike[str],
-        *,
-        include_timestamps_only: bool = True,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-    ) -> list[Path]:
-        """Copy created and modified files to ``dest/<guest path>``."""
-        return _run(
-            self.aio.pull_changed(
-                diff, dest, include_timestamps_only=include_timestamps_only, max_bytes=max_bytes
-            )
-        )
-
-    def upload_testfunctions(self, directory: str | os.PathLike[str]) -> dict[str, Any]:
-        """Upload a test-function collection directory."""
-        return _run(self.aio.upload_testfunctions(directory))
-
-    def install_dependencies(self, dependencies: Sequence[str], **options: Any) -> dict[str, Any]:
-        """pip-install dependencies for guest test functions."""
-        return _run(self.aio.install_dependencies(dependencies, **options))
-
-    def set_variables(self, variables: Mapping[str, Any]) -> dict[str, Any]:
-        """Set variables for guest test functions."""
-        return _run(self.aio.set_variables(variables))
-
-    def run_test(self, name: str, **params: Any) -> TestOutcome:
-        """Run the guest test function ``collection.name``."""
-        return _run(self.aio.run_test(name, **params))
+    call = sync_twin(AsyncGuest.call)
+    shell = sync_twin(AsyncGuest.shell)
+    pull = sync_twin(AsyncGuest.pull)
+    push = sync_twin(AsyncGuest.push)
+    screenshot = sync_twin(AsyncGuest.screenshot)
+    click = sync_twin(AsyncGuest.click)
+    double_click = sync_twin(AsyncGuest.double_click)
+    right_click = sync_twin(AsyncGuest.right_click)
+    goto = sync_twin(AsyncGuest.goto)
+    drag = sync_twin(AsyncGuest.drag)
+    scroll = sync_twin(AsyncGuest.scroll)
+    wait_for_image = sync_twin(AsyncGuest.wait_for_image)
+    fs_snapshot = sync_twin(AsyncGuest.fs_snapshot)
+    watch_fs = sync_context_twin(AsyncGuest.watch_fs)
+    pull_changed = sync_twin(AsyncGuest.pull_changed)
+    upload_testfunctions = sync_twin(AsyncGuest.upload_testfunctions)
+    install_dependencies = sync_twin(AsyncGuest.install_dependencies)
+    set_variables = sync_twin(AsyncGuest.set_variables)
+    run_test = sync_twin(AsyncGuest.run_test)
 
 
 __all__ = [
@@ -697,57 +512,9 @@ __all__ = [
     "EventHub",
     "FsWatch",
     "Guest",
-    "HostGui",
     "Keyboard",
+    "Screen",
     "ShellResult",
     "TestOutcome",
     "tool_result",
 ]
-
-
-def _chunk_layout(guest_path: str, first: dict[str, Any], chunk_size: int) -> tuple[int, int]:
-    """(total_chunks, file_size) from chunk 0, checked for consistency: guest data is
-    untrusted, and a lying size must not make the host write or hash gigabytes."""
-    try:
-        total_chunks, file_size = int(first["total_chunks"]), int(first.get("file_size", 0))
-    except (KeyError, TypeError, ValueError):
-        raise ToolError(
-            "pull_file_chunk", f"{guest_path!r}: chunk 0 has no valid size", None
-        ) from None
-    expected = max(1, -(-file_size // chunk_size)) if file_size >= 0 else -1
-    if total_chunks != expected:
-        raise ToolError(
-            "pull_file_chunk",
-            f"{guest_path!r}: guest reports {total_chunks} chunks for {file_size} bytes "
-            f"(expected {expected} of {chunk_size} bytes)",
-            None,
-        )
-    return total_chunks, file_size
-
-
-def _chunk_data(
-    guest_path: str, chunk: dict[str, Any], index: int, chunk_size: int, file_size: int
-) -> bytes:
-    """The bytes of chunk ``index``, refused unless it is the chunk asked for, with the
-    length the announced file size implies (the file changed, or the guest lies)."""
-    if chunk.get("chunk_index") != index:
-        raise ToolError(
-            "pull_file_chunk",
-            f"{guest_path!r}: asked for chunk {index}, got {chunk.get('chunk_index')!r}",
-            None,
-        )
-    try:
-        data = base64.b64decode(chunk.get("chunk_data") or "", validate=True)
-    except (binascii.Error, ValueError):
-        raise ToolError(
-            "pull_file_chunk", f"{guest_path!r}: chunk {index} is not base64", None
-        ) from None
-    expected = min(chunk_size, file_size - index * chunk_size)
-    if len(data) != expected:
-        raise ToolError(
-            "pull_file_chunk",
-            f"{guest_path!r}: chunk {index} has {len(data)} bytes, expected {expected} "
-            "(the file changed during the pull?)",
-            None,
-        )
-    return data

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pytest_adare.image.resolve import resolve_image
 from pytest_adare.vm import VM
+from pytest_adare.vm_options import Accel, GuiMode, Transport, VMOptions
 
 
 def _print_progress(line: str) -> None:
@@ -31,10 +32,10 @@ def launch(
     *,
     memory_mib: int | None = None,
     cpus: int | None = None,
-    accel: str = "auto",
-    transport: str = "websocket",
+    accel: Accel = "auto",
+    transport: Transport = "websocket",
     network: bool = True,
-    gui: str = "agent",
+    gui: GuiMode = "agent",
     workdir: str | Path | None = None,
     keep_workdir: bool = False,
     progress: Callable[[str], None] | None = _print_progress,
@@ -47,16 +48,11 @@ def launch(
     ``host`` (QMP screendump and input). Progress lines (one per boot phase, with
     its time) go to ``progress``; pass None for silence.
 
+    :raise ValueError: an option has a value it cannot take (before anything starts).
     :raise ImageError: the image spec cannot be resolved.
     :raise VMLaunchError, VMTimeout, VMDied, AgentUnreachable: the VM did not come up.
     """
-    manifest = resolve_image(str(image), progress=progress)
-    own_dir = workdir is None
-    root = Path(tempfile.mkdtemp(prefix="adare-vm-")) if workdir is None else Path(workdir)
-    root.mkdir(parents=True, exist_ok=True)
-    vm = VM(
-        manifest,
-        root,
+    options = VMOptions(
         memory_mib=memory_mib,
         cpus=cpus,
         accel=accel,
@@ -64,6 +60,11 @@ def launch(
         network=network,
         gui=gui,
     )
+    manifest = resolve_image(str(image), progress=progress)
+    own_dir = workdir is None
+    root = Path(tempfile.mkdtemp(prefix="adare-vm-")) if workdir is None else Path(workdir)
+    root.mkdir(parents=True, exist_ok=True)
+    vm = VM(manifest, root, options)
     try:
         vm.start(progress=progress)
         yield vm

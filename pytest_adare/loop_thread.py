@@ -1,16 +1,19 @@
 """One asyncio event loop in a daemon thread: the host's async core, used synchronously.
 
 Every async object of the host (QMP client, agent clients, QGA) lives on this loop;
-sync APIs call :meth:`LoopThread.run` instead of keeping a second implementation.
+sync APIs call :meth:`LoopThread.run` instead of keeping a second implementation,
+and :func:`sync_twin` makes each such method from its async twin.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 T = TypeVar("T")
 
@@ -61,3 +64,65 @@ def shared_loop() -> LoopThread:
         if _shared is None:
             _shared = LoopThread()
         return _shared
+
+
+A = TypeVar("A")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class SyncTwin(Generic[A]):
+    """Base of a synchronous class whose ``aio`` attribute is its async twin."""
+
+    aio: A
+
+
+def sync_twin(
+    method: Callable[Concatenate[A, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[SyncTwin[A], P], R]:
+    """The one way to make a sync method: run ``method`` of ``self.aio`` on the shared loop.
+
+    The twin has exactly the async method's parameters, for ``mypy --strict`` and for
+    :func:`inspect.signature` (through ``__wrapped__``)::
+
+        class Guest(SyncTwin[AsyncGuest]):
+            shell = sync_twin(AsyncGuest.shell)
+    """
+
+    def run(twin: SyncTwin[A], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return shared_loop().run(method(twin.aio, *args, **kwargs))
+
+    run.__name__ = method.__name__
+    run.__qualname__ = method.__qualname__
+    run.__doc__ = method.__doc__
+    run.__wrapped__ = method  # type: ignore[attr-defined]
+    return run
+
+
+def sync_context_twin(
+    method: Callable[Concatenate[A, P], AbstractAsyncContextManager[R]],
+) -> Callable[Concatenate[SyncTwin[A], P], AbstractContextManager[R]]:
+    """:func:`sync_twin` for a method returning an async context manager.
+
+    Entering and leaving the sync context enter and leave the async one on the
+    shared loop, so the body of a ``with`` runs in the caller's thread.
+    """
+
+    @contextlib.contextmanager
+    def run(twin: SyncTwin[A], /, *args: P.args, **kwargs: P.kwargs) -> Iterator[R]:
+        manager = method(twin.aio, *args, **kwargs)
+        loop = shared_loop()
+        value = loop.run(manager.__aenter__())
+        try:
+            yield value
+        except BaseException as exc:
+            if not loop.run(manager.__aexit__(type(exc), exc, exc.__traceback__)):
+                raise
+        else:
+            loop.run(manager.__aexit__(None, None, None))
+
+    run.__name__ = method.__name__
+    run.__qualname__ = method.__qualname__
+    run.__doc__ = method.__doc__
+    run.__wrapped__ = method  # type: ignore[attr-defined]
+    return run

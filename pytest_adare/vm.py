@@ -9,6 +9,9 @@ cannot be made, the guest is diagnosed and :class:`AgentUnreachable` says why.
 
 Snapshots: :meth:`save_ready` / :meth:`restore_ready` close the agent connection
 first and reconnect after (a WebSocket kept open across ``loadvm`` hangs).
+
+A VM is configured by one frozen :class:`~pytest_adare.vm_options.VMOptions`;
+:meth:`reboot` is the one way to start a VM again (same object, fresh disk).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any, TypeVar
 
 from PIL import Image
 
+from adare_guest.config import DEFAULT_PORT
 from pytest_adare.agent.connection import AgentConnection
 from pytest_adare.agent.desktop_ready import await_focused_window
 from pytest_adare.agent.diagnosis import AgentFacts, guest_facts, serial_health, unreachable
@@ -42,23 +46,18 @@ from pytest_adare.guest import AsyncGuest, Guest
 from pytest_adare.image.agent_bundle import AgentBundle, build_agent_bundle
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.qemu import input_events as qemu_input
 from pytest_adare.qemu.machine import Machine
 from pytest_adare.qemu.qga import AsyncQGAClient
+from pytest_adare.qemu.screen import QemuScreen
+from pytest_adare.vm_options import READY_TAG, VMOptions
 
 T = TypeVar("T")
 Progress = Callable[[str], None]
-TRANSPORTS = ("websocket", "serial")
-GUI_MODES = ("agent", "host")
-READY_TAG = "adare-ready"
 AGENT_STARTED = r"adare-init: agent started"
 LISTEN_PROBE_TIMEOUT = 120.0
+"""Bound on waiting for the agent to report (over serial) that it listens."""
 LISTEN_PING_FIRST_TIMEOUT = 1.0
 LISTEN_PING_MAX_TIMEOUT = 3.0
-"""Bound on waiting for the agent to report (over serial) that it listens."""
-BOOT_TIMEOUT = 300.0
-DESKTOP_TIMEOUT = 120.0
-"""Bound on guest boot up to the agent's start (TCG on a busy 2-core host is slow)."""
 
 
 @dataclass(frozen=True)
@@ -75,57 +74,6 @@ class Phase:
         return f"{self.name}: {detail}({self.seconds:.2f} s)"
 
 
-class MachineGui:
-    """Host-side GUI (``gui="host"``): QMP screendump and ``input-send-event``."""
-
-    def __init__(self, machine: Machine, screen: tuple[int, int] | None) -> None:
-        self.machine = machine
-        self.screen = screen
-
-    async def _size(self) -> tuple[int, int]:
-        if self.screen is None:
-            self.screen = (await self.machine.ascreendump()).size
-        return self.screen
-
-    async def ascreendump(self) -> Image.Image:
-        image = await self.machine.ascreendump()
-        self.screen = image.size
-        return image
-
-    async def amouse_move(self, x: int, y: int) -> None:
-        width, height = await self._size()
-        absolute = qemu_input.scale_to_abs(x, width), qemu_input.scale_to_abs(y, height)
-        await self.machine.asend_input(qemu_input.move_events(*absolute))
-
-    async def _button(self, button: str, down: bool) -> None:
-        await self.machine.asend_input(qemu_input.button_events(button, down))
-
-    async def amouse_click(self, x: int, y: int, button: str = "left", count: int = 1) -> None:
-        await self.amouse_move(x, y)
-        for _ in range(count):
-            await self._button(button, True)
-            await self._button(button, False)
-
-    async def amouse_drag(self, x1: int, y1: int, x2: int, y2: int) -> None:
-        await self.amouse_move(x1, y1)
-        await self._button("left", True)
-        await self.amouse_move(x2, y2)
-        await self._button("left", False)
-
-    async def ascroll(self, direction: str, amount: int) -> None:
-        if direction not in ("up", "down"):
-            raise ValueError(f"host-side input scrolls only up or down, not {direction!r}")
-        for _ in range(amount):
-            await self._button(f"wheel-{direction}", True)
-            await self._button(f"wheel-{direction}", False)
-
-    async def atype_text(self, text: str) -> None:
-        await self.machine.atype_text(text)
-
-    async def asend_keys(self, keys: Sequence[str]) -> None:
-        await self.machine.asend_input(qemu_input.key_events(list(keys)))
-
-
 class VM:
     """One guest VM with its agent connected; see the module docstring for the phases."""
 
@@ -133,41 +81,20 @@ class VM:
         self,
         manifest: ImageManifest,
         workdir: Path,
+        options: VMOptions | None = None,
         *,
         name: str = "vm",
-        memory_mib: int | None = None,
-        cpus: int | None = None,
-        accel: str = "auto",
-        transport: str = "websocket",
-        network: bool = True,
-        gui: str = "agent",
-        install: str = "auto",
         config_overrides: Mapping[str, Any] | None = None,
-        boot_timeout: float = BOOT_TIMEOUT,
     ) -> None:
-        if transport not in TRANSPORTS:
-            raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
-        if gui not in GUI_MODES:
-            raise ValueError(f"gui must be one of {GUI_MODES}, got {gui!r}")
-        if install not in ("auto", "qga"):
-            raise ValueError(f"install must be 'auto' or 'qga', got {install!r}")
-        if transport == "websocket" and not network:
-            raise ValueError("transport='websocket' needs the network; use transport='serial'")
         self.manifest = manifest
         self.workdir = Path(workdir)
+        self.options = options or VMOptions()
         self.name = name
-        self.transport = transport
-        self.gui = gui
         self.token = new_token()
         self.layout = GuestLayout.for_manifest(manifest)
         self.agent_config = agent_config(self.layout, self.token, config_overrides)
-        self.handoff = install == "auto" and uses_boot_handoff(manifest)
-        self.boot_timeout = boot_timeout
+        self.handoff = self.options.install == "auto" and uses_boot_handoff(manifest)
         self.phases: list[Phase] = []
-        self._machine_options: dict[str, Any] = {
-            "memory_mib": memory_mib, "cpus": cpus, "accel": accel, "network": network,
-            "name": name,
-        }  # fmt: skip
         self._machine: Machine | None = None
         self._bundle: AgentBundle | None = None
         self._qga: AsyncQGAClient | None = None
@@ -175,6 +102,16 @@ class VM:
         self._progress: Progress | None = None
 
     # -- public state -------------------------------------------------------------------
+
+    @property
+    def transport(self) -> str:
+        """How the host reaches the agent: ``websocket`` or ``serial``."""
+        return self.options.transport
+
+    @property
+    def gui(self) -> str:
+        """Where screenshots and input go: ``agent`` or ``host`` (QEMU)."""
+        return self.options.gui
 
     @property
     def guest(self) -> Guest:
@@ -230,22 +167,31 @@ class VM:
             if handoff.initrd is not None:
                 booted = replace(self.manifest, initrd=handoff.initrd)
         t = time.monotonic()
-        self._machine = Machine(booted, self.workdir, fw_cfg=entries, **self._machine_options)
+        self._machine = Machine(
+            booted,
+            self.workdir,
+            memory_mib=self.options.memory_mib,
+            cpus=self.options.cpus,
+            accel=self.options.accel,
+            network=self.options.network,
+            fw_cfg=entries,
+            name=self.name,
+        )
         self.machine.start()
         self._phase("qemu", t, self.machine.accel_reason or f"accel {self.machine.accel}")
-        self._run(self._aready(0, hand_off))
+        self._run(self._aready(hand_off))
         return self
 
-    async def _aready(self, mark: int, hand_off: str) -> None:
+    async def _aready(self, hand_off: str) -> None:
         """Bring the agent up after QEMU started (boot or install), then connect."""
         t = time.monotonic()
         if self.handoff:
-            await self.machine.await_for_console(AGENT_STARTED, self.boot_timeout, since=mark)
+            await self.machine.await_for_console(AGENT_STARTED, self.options.boot_timeout)
             listening = await self._await_listening(LISTEN_PROBE_TIMEOUT)
             self._phase("boot", t, f"agent started by the guest's init ({hand_off})"
                         f"{', listening' if listening else ''}")  # fmt: skip
         else:
-            await self._await_qga(self.boot_timeout)
+            await self._await_qga(self.options.boot_timeout)
             self._phase("qga", t, "qemu-ga answers")
             t = time.monotonic()
             assert self._bundle is not None
@@ -256,18 +202,20 @@ class VM:
             self._phase("install", t, report.describe() + (", listening" if listening else ""))
         t = time.monotonic()
         connection = await self._aconnect()
-        host_gui = MachineGui(self.machine, self.manifest.display) if self.gui == "host" else None
+        screen = QemuScreen(self.machine, self.manifest.display) if self.gui == "host" else None
         if self._guest is None:
-            self._guest = Guest(AsyncGuest(connection, host_gui=host_gui))
+            self._guest = Guest(AsyncGuest(connection, screen=screen))
         else:  # a restarted machine: same facade, new connection and QEMU
             self._guest.aio.attach(connection)
-            self._guest.aio.host_gui = host_gui
+            self._guest.aio.use_screen(screen)
         info = connection.server_info
         self._phase("connect", t, f"{self.transport}, agent {info.get('version', '?')}")
         if self.manifest.desktop:
             t = time.monotonic()
             focused = await await_focused_window(
-                self._guest.aio, DESKTOP_TIMEOUT, console_tail=self.machine.console_tail(20)
+                self._guest.aio,
+                self.options.desktop_timeout,
+                console_tail=self.machine.console_tail(20),
             )
             self._phase("desktop", t, f"{focused} has the keyboard focus")
 
@@ -294,7 +242,7 @@ class VM:
         async def sync() -> None:
             await self.qga.sync(timeout)
 
-        await self.machine._bounded(sync(), timeout + 5, "qemu-ga to answer guest-sync")
+        await self.machine.bounded(sync(), timeout + 5, "qemu-ga to answer guest-sync")
 
     async def _aconnect(self) -> AgentConnection:
         try:
@@ -317,7 +265,7 @@ class VM:
     async def _adiagnose(self, failure: AgentUnreachable) -> AgentUnreachable:
         """Ask the serial link and QGA what is wrong; the decided cause as the error."""
         facts = AgentFacts(
-            port=int(self.agent_config.get("port", 18765)),
+            port=int(self.agent_config.get("port", DEFAULT_PORT)),
             connect_errors=list(failure.details.get("attempts", [str(failure)])),
             log_path=self.layout.log_path,
         )
@@ -330,7 +278,9 @@ class VM:
         else:
             logs = [self.layout.log_path, self.layout.output_path]
             await guest_facts(self._qga_run, facts, logs, self.layout.python)
-        return unreachable(facts)
+        diagnosed = unreachable(facts)
+        diagnosed.console_tail = self.machine.console_tail(20)
+        return diagnosed
 
     async def _serial_ping(self) -> dict[str, Any]:
         return await SerialAgentClient.ping_path(self.machine.agent_serial_path, timeout=5.0)
@@ -339,6 +289,13 @@ class VM:
         return await qga_run(self.qga, argv, timeout)
 
     # -- snapshots and reboot ----------------------------------------------------------
+    #
+    # Every snapshot step closes the agent connection first and connects again after:
+    # the guest's TCP state is saved and restored with its RAM, so a WebSocket kept
+    # open across loadvm would point at a connection the restored guest never had
+    # (the host's side hangs), and one kept across savevm would be restored later
+    # with a stale sequence number. A fresh connection costs ~0.1 s; a hang costs
+    # the whole call timeout.
 
     async def _adisconnect(self) -> None:
         if self._guest is not None:
@@ -388,7 +345,8 @@ class VM:
         with contextlib.suppress(Exception):
             self._run(self._aclose(), timeout=30)
         self._qga = None
-        self.machine.shutdown()
+        if self._machine is not None:
+            self._machine.shutdown()
         self._machine = None
         self.start(progress if progress is not None else self._progress)
 

@@ -6,7 +6,7 @@ side channels that do not need the agent's WebSocket: the agent's serial link
 state and the agent's log). :func:`decide` turns those :class:`AgentFacts` into one
 sentence naming the cause; it is pure, so it is tested on recorded facts::
 
-    facts = await collect_facts(qga=qga, serial=serial_client, port=18765, ...)
+    facts = await collect_facts(qga=qga, serial=serial_client, port=DEFAULT_PORT, ...)
     raise AgentUnreachable(decide(facts), facts.as_details())
 """
 
@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from adare_guest.config import DEFAULT_PORT
 from pytest_adare.agent.websocket_client import describe_error
 from pytest_adare.errors import AgentUnreachable
 
@@ -29,7 +30,7 @@ LISTEN_STATE = "0A"
 class AgentFacts:
     """Everything known about the unreachable agent (JSON-able, recorded in test data)."""
 
-    port: int = 18765
+    port: int = DEFAULT_PORT
     connect_errors: list[str] = field(default_factory=list)
     serial_health: dict[str, Any] | None = None
     serial_error: str | None = None

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adare_guest.config import DEFAULT_PORT
 from pytest_adare.cache_dir import cache_root
 from pytest_adare.errors import QGAError
 from pytest_adare.image.agent_bundle import AgentBundle
@@ -38,7 +39,7 @@ from pytest_adare.image.initrd import handoff_initrd
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.qemu.qga import AsyncQGAClient
 
-AGENT_PORT = 18765
+AGENT_PORT = DEFAULT_PORT
 FW_CFG_CONFIG = "opt/adare/config.json"
 FW_CFG_BUNDLE = "opt/adare/bundle.pyz"
 IDENTITY_SCRIPT = (

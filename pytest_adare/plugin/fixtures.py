@@ -109,26 +109,14 @@ def _marker_request(request: pytest.FixtureRequest) -> VMRequest:
         pytest.fail(str(error), pytrace=False)
 
 
-class SessionVM:
-    """The session VM as the pool holds it now: a ``reboot`` isolation restart replaces
-    the VM underneath, and this view follows (attributes are those of ``VM``)."""
-
-    def __init__(self, pooled: PooledVM) -> None:
-        self._pooled = pooled
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._pooled.vm, name)
-
-
 @pytest.fixture(scope="session")
 def adare_vm(_adare_pool: VMPool, pytestconfig: pytest.Config) -> VM:
     """The session's VM (one per xdist worker), configured by the ``--adare-*`` options.
 
     Booted once; tests that use ``guest`` without a marker share it.
     """
-    pooled = _adare_pool.get(session_request(adare_options(pytestconfig)))
-    view: VM = SessionVM(pooled)  # type: ignore[assignment]
-    return view
+    vm: VM = _adare_pool.get(session_request(adare_options(pytestconfig))).vm
+    return vm
 
 
 @pytest.hookimpl(wrapper=True)

@@ -12,14 +12,15 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
-ACCELS = ("auto", "kvm", "tcg")
+from pytest_adare.vm_options import ACCELS, GUI_MODES, TRANSPORTS, VMOptions
+
+C = TypeVar("C", bound=str)
+
 ISOLATIONS = ("snapshot", "none", "reboot")
-TRANSPORTS = ("websocket", "serial")
-GUI_MODES = ("agent", "host")
 KEEP_MODES = ("never", "on-failure", "always")
 OS_NAMES = ("linux", "windows")
 
@@ -137,44 +138,24 @@ class AdareOptions:
 
 @dataclass(frozen=True)
 class VMRequest:
-    """What one test asks for: the VM's configuration plus its needs and isolation.
+    """What one test asks for: the image and VM options, plus its needs and isolation.
 
     ``vm_key`` identifies the VM configuration: tests with equal keys share a VM.
     """
 
     image: str
-    accel: str
-    memory_mib: int | None
-    cpus: int | None
-    transport: str
-    network: bool
-    gui_mode: str
+    options: VMOptions
     isolation: str
     needs_desktop: bool = False
     needs_os: str | None = None
 
     @property
-    def vm_key(self) -> tuple[Any, ...]:
-        return (
-            self.image,
-            self.accel,
-            self.memory_mib,
-            self.cpus,
-            self.transport,
-            self.network,
-            self.gui_mode,
-        )
+    def vm_key(self) -> tuple[str, VMOptions]:
+        return (self.image, self.options)
 
     def describe(self) -> str:
         """Short text naming the VM configuration, for progress lines and errors."""
-        parts = [self.image, f"accel={self.accel}", f"transport={self.transport}"]
-        if self.memory_mib is not None:
-            parts.append(f"memory={self.memory_mib}M")
-        if self.cpus is not None:
-            parts.append(f"cpus={self.cpus}")
-        if not self.network:
-            parts.append("no network")
-        return " ".join(parts)
+        return f"{self.image} {self.options.describe()}"
 
 
 def register_options(parser: pytest.Parser) -> None:
@@ -303,7 +284,7 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
         raise ValueError("no VM image: pass --adare-vm=IMAGE or adare_vm(image=...)")
     source = "adare_vm marker"
     gui = kwargs.get("gui")
-    gui_mode = options.gui
+    gui_mode = _marker_choice(options.gui, GUI_MODES, "gui")
     if isinstance(gui, str):
         gui_mode = _marker_choice(gui, GUI_MODES, "gui")
     elif gui is not None and not isinstance(gui, bool):
@@ -335,14 +316,17 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
         )
     except pytest.UsageError as error:
         raise ValueError(str(error)) from None
-    return VMRequest(
-        image=str(image),
-        accel=_marker_choice(kwargs.get("accel", options.accel), ACCELS, "accel"),
+    vm_options = VMOptions(
         memory_mib=memory,
         cpus=cpus,
+        accel=_marker_choice(kwargs.get("accel", options.accel), ACCELS, "accel"),
         transport=transport,
         network=network,
-        gui_mode=gui_mode,
+        gui=gui_mode,
+    )
+    return VMRequest(
+        image=str(image),
+        options=vm_options,
         isolation=_marker_choice(
             kwargs.get("isolation", options.isolation), ISOLATIONS, "isolation"
         ),
@@ -356,10 +340,11 @@ def session_request(options: AdareOptions) -> VMRequest:
     return apply_marker(options, None)
 
 
-def _marker_choice(value: Any, choices: tuple[str, ...], key: str) -> str:
-    if value not in choices:
-        raise ValueError(f"adare_vm marker: {key}={value!r} is not one of {', '.join(choices)}")
-    return str(value)
+def _marker_choice(value: Any, choices: tuple[C, ...], key: str) -> C:
+    for choice in choices:
+        if value == choice:
+            return choice
+    raise ValueError(f"adare_vm marker: {key}={value!r} is not one of {', '.join(choices)}")
 
 
 def replace_options(options: AdareOptions, **changes: Any) -> AdareOptions:

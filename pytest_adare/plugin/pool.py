@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,11 +25,13 @@ from pytest_adare.errors import (
     ImageError,
     ProtocolViolation,
     QGAError,
+    SnapshotError,
     VMDied,
     VMLaunchError,
     VMTimeout,
 )
 from pytest_adare.plugin.options import VMRequest
+from pytest_adare.vm_options import READY_TAG
 
 if TYPE_CHECKING:  # the VM layer (QEMU, PIL, websockets) loads only when a test needs it
     from pytest_adare.image.manifest import ImageManifest
@@ -44,6 +46,7 @@ INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
     AgentDisconnected,
     ProtocolViolation,
     ImageError,
+    SnapshotError,
 )
 """Errors that mean the VM or its agent broke, not that the test's assertion failed."""
 
@@ -84,20 +87,6 @@ class PooledVM:
     suspect: bool = False
     failed_tests: list[str] = field(default_factory=list)
     last_clean_state: str = ""
-
-
-def _console_tail_of(vm: VM) -> list[str]:
-    """The console tail of a VM that failed to start (empty when QEMU never ran)."""
-    try:
-        return vm.console_tail(40)
-    except AdareError:
-        return []
-
-
-def console_tail_of_error(error: BaseException) -> list[str]:
-    """The console tail a failed boot attached to its error (see :meth:`VMPool.get`)."""
-    tail = getattr(error, "adare_console_tail", [])
-    return list(tail) if isinstance(tail, list) else []
 
 
 def unmet_need(request: VMRequest, manifest: ImageManifest) -> str | None:
@@ -169,24 +158,13 @@ class VMPool:
 
         manifest = self.manifest(request)
         workdir = Path(tempfile.mkdtemp(prefix=f"{self._prefix}{name}-"))
-        vm = VM(
-            manifest,
-            workdir,
-            name=name,
-            memory_mib=request.memory_mib,
-            cpus=request.cpus,
-            accel=request.accel,
-            transport=request.transport,
-            network=request.network,
-            gui=request.gui_mode,
-        )
+        vm = VM(manifest, workdir, request.options, name=name)
         started = time.monotonic()
         try:
             self._progress(f"starting {name}: {request.describe()}")
             vm.start(progress=self._progress)
             self._progress(f"{name} ready in {time.monotonic() - started:.1f} s")
-        except BaseException as error:
-            error.adare_console_tail = _console_tail_of(vm)  # type: ignore[attr-defined]
+        except BaseException:
             vm.close()
             shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -233,12 +211,11 @@ class VMPool:
         return ""
 
     def _restart(self, pooled: PooledVM) -> None:
-        """Replace the VM by a fresh one: new overlay on the base image, cold boot."""
-        name = pooled.vm.name
-        pooled.vm.close()
-        shutil.rmtree(pooled.workdir, ignore_errors=True)
-        fresh = self._boot(pooled.request, name)
-        pooled.vm, pooled.workdir, pooled.ready_saved = fresh.vm, fresh.workdir, False
+        """Start the VM again from a fresh overlay on the base image (:meth:`VM.reboot`)."""
+        pooled.ready_saved = False
+        started = time.monotonic()
+        pooled.vm.reboot(progress=self._progress)
+        self._progress(f"{pooled.vm.name} ready again in {time.monotonic() - started:.1f} s")
 
     def mark_broken(self, pooled: PooledVM, cause: str) -> None:
         """Remember ``cause`` as the first failure of ``pooled``'s configuration."""
@@ -286,44 +263,26 @@ def keep_hint(pooled: PooledVM) -> str:
     workdir (the originals are removed on close) and, when a ready state was saved,
     ``-loadvm`` to resume right there.
     """
-    # Deferred (as all VM-layer imports here): loading the plugin must not load QEMU's stack.
-    from pytest_adare.vm import READY_TAG
+    # Deferred: only --adare-keep needs a command line; plugin load stays light.
+    from pytest_adare.qemu.argv import build_qemu_argv
 
     machine = pooled.vm.machine
     sockets = pooled.workdir / "sockets"
     sockets.mkdir(exist_ok=True)
-    old_sockets = str(machine.qmp_path.parent)
-    argv = [arg.replace(old_sockets, str(sockets)) for arg in argv_without_qmp_client(machine.argv)]
-    argv += ["-qmp", f"unix:{sockets / 'qmp.sock'},server=on,wait=off"]
+    assert machine.launched_config is not None, "a kept VM was started"
+    # The same machine, with its sockets in the kept workdir and QMP listening (the
+    # test run that QEMU connected to is gone).
+    config = replace(
+        machine.launched_config,
+        qmp_path=sockets / "qmp.sock",
+        qmp_listen=True,
+        agent_serial_path=sockets / "agent-serial.sock",
+        qga_path=sockets / "qga.sock" if machine.launched_config.qga_path else None,
+    )
+    argv = build_qemu_argv(config)
     if pooled.ready_saved:
         argv += ["-loadvm", READY_TAG]
     return (
         f"kept the disk of {pooled.request.describe()}: {machine.overlay_path}\n"
         f"  boot it again: {shlex.join(argv)}"
     )
-
-
-def argv_without_qmp_client(argv: list[str]) -> list[str]:
-    """``argv`` minus the QMP chardev that connected to the test run (gone by now)."""
-    qmp_ids = {
-        arg.split("id=")[1].split(",")[0]
-        for arg in argv
-        if arg.startswith("socket,") and "server=off" in arg and "id=" in arg
-    }
-    kept: list[str] = []
-    skip_next = False
-    for index, arg in enumerate(argv):
-        if skip_next:
-            skip_next = False
-            continue
-        following = argv[index + 1] if index + 1 < len(argv) else ""
-        if arg in ("-chardev", "-mon") and any(
-            f"id={qid}," in following
-            or f"chardev={qid}," in following
-            or following.endswith((f"id={qid}", f"chardev={qid}"))
-            for qid in qmp_ids
-        ):
-            skip_next = True
-            continue
-        kept.append(arg)
-    return kept

@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 
+from pytest_adare.errors import console_tail_of
 from pytest_adare.plugin.fixtures import (
     ITEM_VMS_KEY,
     KEEP_HINTS_KEY,
     artifacts_dir_for,
 )
 from pytest_adare.plugin.options import adare_options
-from pytest_adare.plugin.pool import PooledVM, console_tail_of_error, is_infrastructure_error
+from pytest_adare.plugin.pool import PooledVM, is_infrastructure_error
 
 TAIL_LINES = 40
 INFRA_ATTR = "adare_infrastructure"
@@ -89,7 +90,7 @@ def _write_evidence(
     sections.append((f"adare agent log tail{label}", agent_log or "(empty)"))
     shot = folder / f"screenshot{suffix}.png"
     try:
-        use_agent = not infra and pooled.manifest.desktop and pooled.request.gui_mode == "agent"
+        use_agent = not infra and pooled.manifest.desktop and pooled.request.options.gui == "agent"
         image = vm.guest.screenshot() if use_agent else vm.screendump()
         image.save(shot)
         how = "agent screenshot" if use_agent else "host screendump"
@@ -149,7 +150,7 @@ def pytest_runtest_makereport(
             and is_infrastructure_error(call.excinfo.value)
         ):
             report.longrepr = f"adare: {call.excinfo.value}"
-            tail = console_tail_of_error(call.excinfo.value)
+            tail = console_tail_of(call.excinfo.value)
             if tail:
                 report.sections.append(("adare console tail (failed boot)", "\n".join(tail)))
         return report

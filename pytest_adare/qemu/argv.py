@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-AGENT_GUEST_PORT = 18765
+from adare_guest.config import DEFAULT_PORT
+
+AGENT_GUEST_PORT = DEFAULT_PORT
 QGA_PORT_NAME = "org.qemu.guest_agent.0"
 
 Accel = Literal["tcg", "kvm"]
@@ -44,6 +46,9 @@ class MachineConfig:
 
     qmp_path: Path
     agent_serial_path: Path
+    qmp_listen: bool = False
+    """False: QEMU connects to the host's QMP server at ``qmp_path`` (the test run);
+    True: QEMU listens there itself (a machine booted by hand from a kept disk)."""
     qga_path: Path | None = None
     qemu_binary: str = "qemu-system-x86_64"
     machine_type: str = "q35"
@@ -136,8 +141,9 @@ def _qga_args(config: MachineConfig) -> list[str]:
 
 
 def _qmp_args(config: MachineConfig) -> list[str]:
+    server = "server=on,wait=off" if config.qmp_listen else "server=off"
     return [
-        "-chardev", f"socket,id=qmp,path={_opt_value(config.qmp_path)},server=off",
+        "-chardev", f"socket,id=qmp,path={_opt_value(config.qmp_path)},{server}",
         "-mon", "chardev=qmp,mode=control",
     ]  # fmt: skip
 

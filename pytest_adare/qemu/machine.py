@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeVar
 from PIL import Image
 from qemu.qmp import EventListener, QMPClient
 
-from pytest_adare.errors import AdareError, VMDied, VMLaunchError, VMTimeout
+from pytest_adare.errors import SnapshotError, VMDied, VMLaunchError, VMTimeout
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu import input_events as qemu_input
 from pytest_adare.qemu.accel import AccelChoice, AccelRequest, choose_accel
@@ -51,10 +51,6 @@ _USERNET_FORWARD = re.compile(
 _BENIGN_RUN_STATES = {"running", "save-vm", "restore-vm", "finish-migrate", "suspended"}
 _LAUNCH_TIMEOUT = 30.0
 _KVM_PROGRESS_SECONDS = 8.0
-
-
-class SnapshotError(AdareError):
-    """``savevm``/``loadvm`` failed (QEMU's message says why)."""
 
 
 class MachineImage(Protocol):
@@ -119,6 +115,8 @@ class Machine:
         self.accel_reason: str | None = None
         self.agent_port: int | None = None
         self.argv: list[str] = []
+        self.launched_config: MachineConfig | None = None
+        """The config of the running (or last) QEMU; ``argv`` is built from it."""
         self.console_log_path = self.workdir / "console.log"
         self.overlay_path = self.workdir / "disk-overlay.qcow2"
         self._socket_dir: Path | None = None
@@ -130,7 +128,6 @@ class Machine:
         self._death_reason: str | None = None
         self._exited: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[Any]] = []
-        self._stopping = False
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ paths
@@ -248,7 +245,8 @@ class Machine:
 
     def _launch(self, choice: AccelChoice) -> None:
         self.accel, self.accel_reason = choice.accel, choice.reason
-        self.argv = build_qemu_argv(self.config(choice))
+        self.launched_config = self.config(choice)
+        self.argv = build_qemu_argv(self.launched_config)
         self._run(self._alaunch(), timeout=_LAUNCH_TIMEOUT + 10)
 
     async def _alaunch(self) -> None:
@@ -367,7 +365,6 @@ class Machine:
             self._terminate()
 
     async def _aquit(self, timeout: float) -> None:
-        self._stopping = True
         assert self._qmp is not None
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._qmp.execute("quit"), timeout)
@@ -457,18 +454,23 @@ class Machine:
             done, _ = await asyncio.wait(
                 {task, death}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
+        except BaseException:  # the caller was cancelled: its work must not outlive it
+            task.cancel()
+            raise
         finally:
             death.cancel()
         if task in done:
             return task.result()
+        # Stop the work and wait until it has stopped. asyncio.wait() never raises the
+        # task's own outcome (retrieved below so asyncio does not log it), while a
+        # cancellation of the caller still propagates: nothing else is swallowed.
         task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
+        await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()
         if death in done:
             raise VMDied(f"{self._death_reason} while waiting for {what}", self.console_tail())
         raise VMTimeout(what, timeout, self.console_tail())
-
-    _bounded = bounded  # the name other modules used first
 
     # ---------------------------------------------------------------- console
     def console_tail(self, n: int = 40) -> list[str]:

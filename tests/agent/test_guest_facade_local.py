@@ -15,7 +15,8 @@ from adare_guest.config import AgentConfig
 from adare_guest.server import AdareVMServer
 from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.errors import AgentUnreachable, GuestCommandFailed, ToolError
-from pytest_adare.guest import PULL_CHUNK, AsyncGuest, Guest
+from pytest_adare.agent.transfer import PULL_CHUNK
+from pytest_adare.guest import AsyncGuest, Guest
 from pytest_adare.loop_thread import shared_loop
 
 TOKEN = "local-test-token"

@@ -21,8 +21,9 @@ from PIL import Image
 from pytest_adare import launch
 from pytest_adare.guest import AsyncGuest, Guest
 from pytest_adare.image.manifest import ImageManifest
+from pytest_adare.qemu.screen import QemuScreen
 from pytest_adare.screen_match import Box, ImageNotFound
-from pytest_adare.vm import VM, MachineGui
+from pytest_adare.vm import VM
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -62,7 +63,7 @@ def host_side(vm: VM, manifest: ImageManifest) -> Guest:
     Same VM (one desktop boot less), same classes the VM uses for ``gui="host"``.
     """
     return Guest(
-        AsyncGuest(vm.guest.aio.connection, host_gui=MachineGui(vm.machine, manifest.display))
+        AsyncGuest(vm.guest.aio.connection, screen=QemuScreen(vm.machine, manifest.display))
     )
 
 

@@ -35,7 +35,8 @@ from pytest_adare.image.manifest import AgentSpec, ImageManifest
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu.machine import Machine
 from pytest_adare.qemu.qga import AsyncQGAClient
-from pytest_adare.vm import VM, MachineGui
+from pytest_adare.qemu.screen import QemuScreen
+from pytest_adare.vm import VM
 
 pytestmark = pytest.mark.e2e
 BAKED = GuestLayout("linux", "/adare/run", None)  # where the built-in image bakes its agent
@@ -94,7 +95,7 @@ def test_fs_snapshot_diff(vm: VM) -> None:
 def test_screenshot_via_host_screendump(vm: VM) -> None:
     direct = vm.screendump()
     assert direct.width > 0 and direct.height > 0
-    host_gui = Guest(AsyncGuest(vm.guest.aio.connection, host_gui=MachineGui(vm.machine, None)))
+    host_gui = Guest(AsyncGuest(vm.guest.aio.connection, screen=QemuScreen(vm.machine)))
     routed = host_gui.screenshot()
     assert routed.size == direct.size
 

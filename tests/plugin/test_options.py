@@ -164,7 +164,11 @@ def test_marker_overrides_the_session_options() -> None:
     options = AdareOptions(vm="debian", memory_mib=512, isolation="snapshot")
     mark = pytest.mark.adare_vm(memory="1G", isolation="none", gui="host", os="linux").mark
     request = apply_marker(options, mark)
-    assert (request.memory_mib, request.isolation, request.gui_mode) == (1024, "none", "host")
+    assert (request.options.memory_mib, request.isolation, request.options.gui) == (
+        1024,
+        "none",
+        "host",
+    )
     assert request.needs_desktop and request.needs_os == "linux"
     assert request.vm_key != apply_marker(options, None).vm_key
 
@@ -177,6 +181,6 @@ def test_isolation_alone_shares_the_session_vm() -> None:
 
 def test_serial_transport_means_no_network_unless_asked() -> None:
     options = AdareOptions(vm="debian", transport="serial")
-    assert apply_marker(options, None).network is False
+    assert apply_marker(options, None).options.network is False
     marked = apply_marker(options, pytest.mark.adare_vm(network=True).mark)
-    assert marked.network is True
+    assert marked.options.network is True

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
 from pytest_adare.plugin.fixtures import sanitise_nodeid
-from pytest_adare.plugin.pool import argv_without_qmp_client
+from pytest_adare.plugin.options import VMRequest
+from pytest_adare.plugin.pool import PooledVM, keep_hint
+from pytest_adare.qemu.argv import MachineConfig, build_qemu_argv
+from pytest_adare.vm_options import VMOptions
 
 
 def test_nodeids_become_safe_directory_names() -> None:
@@ -12,16 +20,46 @@ def test_nodeids_become_safe_directory_names() -> None:
     assert len(sanitise_nodeid("a" * 500)) == 200
 
 
-def test_keep_hint_drops_only_the_qmp_client_socket() -> None:
-    argv = [
-        "qemu-system-x86_64",
-        "-chardev", "socket,id=qga,path=/s/qga.sock,server=on,wait=off",
-        "-chardev", "socket,id=qmp,path=/s/qmp.sock,server=off",
-        "-mon", "chardev=qmp,mode=control",
-        "-vga", "std",
-    ]  # fmt: skip
-    assert argv_without_qmp_client(argv) == [
-        "qemu-system-x86_64",
-        "-chardev", "socket,id=qga,path=/s/qga.sock,server=on,wait=off",
-        "-vga", "std",
-    ]  # fmt: skip
+def kept_vm(tmp_path: Path, ready_saved: bool) -> PooledVM:
+    run_sockets = Path("/tmp/adare-run-xyz")
+    config = MachineConfig(
+        qmp_path=run_sockets / "qmp.sock",
+        agent_serial_path=run_sockets / "agent-serial.sock",
+        qga_path=run_sockets / "qga.sock",
+        disk=tmp_path / "disk-overlay.qcow2",
+    )
+    machine = SimpleNamespace(launched_config=config, overlay_path=config.disk)
+    vm = cast(Any, SimpleNamespace(machine=machine))
+    request = VMRequest(image="debian", options=VMOptions(), isolation="snapshot")
+    return PooledVM(vm, request, cast(Any, None), tmp_path, ready_saved=ready_saved)
+
+
+def test_keep_hint_boots_the_same_machine_with_qmp_listening_in_the_kept_dir(
+    tmp_path: Path,
+) -> None:
+    hint = keep_hint(kept_vm(tmp_path, ready_saved=True))
+    argv = shlex.split(hint.split("boot it again: ", 1)[1])
+    sockets = tmp_path / "sockets"
+    assert f"socket,id=qmp,path={sockets / 'qmp.sock'},server=on,wait=off" in argv
+    assert "/tmp/adare-run-xyz" not in hint
+    assert argv[-2:] == ["-loadvm", "adare-ready"]
+    assert str(tmp_path / "disk-overlay.qcow2") in hint
+
+
+def test_keep_hint_without_a_ready_state_boots_cold(tmp_path: Path) -> None:
+    hint = keep_hint(kept_vm(tmp_path, ready_saved=False))
+    assert "-loadvm" not in hint
+
+
+def test_the_test_runs_qmp_client_socket_differs_only_in_listening() -> None:
+    paths = {"qmp_path": Path("/s/qmp.sock"), "agent_serial_path": Path("/s/a.sock")}
+    base = MachineConfig(**paths, disk=Path("/d.qcow2"))
+    client = build_qemu_argv(base)
+    server = build_qemu_argv(MachineConfig(**paths, disk=Path("/d.qcow2"), qmp_listen=True))
+    changed = [(a, b) for a, b in zip(client, server, strict=True) if a != b]
+    assert changed == [
+        (
+            "socket,id=qmp,path=/s/qmp.sock,server=off",
+            "socket,id=qmp,path=/s/qmp.sock,server=on,wait=off",
+        )
+    ]

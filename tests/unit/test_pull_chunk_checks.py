@@ -6,8 +6,9 @@ import base64
 
 import pytest
 
+from pytest_adare.agent.transfer import chunk_data as _chunk_data
+from pytest_adare.agent.transfer import chunk_layout as _chunk_layout
 from pytest_adare.errors import ToolError
-from pytest_adare.guest import _chunk_data, _chunk_layout
 
 MIB = 1024 * 1024
 

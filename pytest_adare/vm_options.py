@@ -1,0 +1,84 @@
+"""How one VM is configured: the single frozen :class:`VMOptions` (a leaf module).
+
+``launch()``, the plugin's options and markers, and the pool all build one of these
+and hand it to :class:`~pytest_adare.vm.VM`; the allowed values live here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+Accel = Literal["auto", "kvm", "tcg"]
+Transport = Literal["websocket", "serial"]
+GuiMode = Literal["agent", "host"]
+Install = Literal["auto", "qga"]
+
+ACCELS: tuple[Accel, ...] = get_args(Accel)
+TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
+GUI_MODES: tuple[GuiMode, ...] = get_args(GuiMode)
+INSTALLS: tuple[Install, ...] = get_args(Install)
+
+READY_TAG = "adare-ready"
+"""The internal snapshot holding a VM's ready state (``-loadvm adare-ready`` resumes it)."""
+BOOT_TIMEOUT = 300.0
+"""Bound on guest boot up to the agent's start (TCG on a busy 2-core host is slow)."""
+DESKTOP_TIMEOUT = 120.0
+"""Bound on a desktop guest's session getting a focused window after the agent connects."""
+
+
+@dataclass(frozen=True)
+class VMOptions:
+    """Everything that configures one VM besides its image (hashable: equal options,
+    same VM in the plugin's pool).
+
+    ``memory_mib``/``cpus`` default to the image's; ``transport`` is how the host reaches
+    the agent (``serial`` works without a network card); ``gui`` routes screenshots and
+    input to the agent (``agent``) or to QEMU (``host``); ``install="qga"`` installs the
+    agent over QGA even where the image could hand it over at boot.
+
+    :raise ValueError: naming the bad field and the allowed values.
+    """
+
+    memory_mib: int | None = None
+    cpus: int | None = None
+    accel: Accel = "auto"
+    transport: Transport = "websocket"
+    network: bool = True
+    gui: GuiMode = "agent"
+    install: Install = "auto"
+    boot_timeout: float = BOOT_TIMEOUT
+    desktop_timeout: float = DESKTOP_TIMEOUT
+
+    def __post_init__(self) -> None:
+        checks: tuple[tuple[str, tuple[str, ...]], ...] = (
+            ("accel", ACCELS),
+            ("transport", TRANSPORTS),
+            ("gui", GUI_MODES),
+            ("install", INSTALLS),
+        )
+        for name, allowed in checks:
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        if self.transport == "websocket" and not self.network:
+            raise ValueError("transport='websocket' needs the network; use transport='serial'")
+        if self.memory_mib is not None and self.memory_mib < 64:
+            raise ValueError(f"memory_mib must be at least 64, got {self.memory_mib}")
+        if self.cpus is not None and self.cpus < 1:
+            raise ValueError(f"cpus must be at least 1, got {self.cpus}")
+        if self.boot_timeout <= 0 or self.desktop_timeout <= 0:
+            raise ValueError("boot_timeout and desktop_timeout must be positive")
+
+    def describe(self) -> str:
+        """Short text naming what differs from the defaults, e.g. ``transport=serial``."""
+        parts = [f"accel={self.accel}", f"transport={self.transport}"]
+        if self.memory_mib is not None:
+            parts.append(f"memory={self.memory_mib}M")
+        if self.cpus is not None:
+            parts.append(f"cpus={self.cpus}")
+        if not self.network:
+            parts.append("no network")
+        if self.gui != "agent":
+            parts.append(f"gui={self.gui}")
+        return " ".join(parts)

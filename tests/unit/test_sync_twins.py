@@ -1,0 +1,96 @@
+"""Every async method of the facade has a sync twin with exactly its parameters."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+from collections.abc import AsyncIterator
+
+import pytest
+
+from pytest_adare.guest import AsyncGuest, AsyncKeyboard, Guest, Keyboard
+from pytest_adare.loop_thread import SyncTwin, shared_loop, sync_context_twin, sync_twin
+
+
+def public_async_methods(cls: type) -> dict[str, inspect.Signature]:
+    methods = {}
+    for name, member in inspect.getmembers(cls):
+        target = inspect.unwrap(member)
+        if name.startswith("_") or not callable(member):
+            continue
+        if inspect.iscoroutinefunction(target) or inspect.isasyncgenfunction(target):
+            methods[name] = inspect.signature(target)
+    return methods
+
+
+@pytest.mark.parametrize(
+    ("async_cls", "sync_cls", "exempt"),
+    [(AsyncGuest, Guest, {"on_home_loop"}), (AsyncKeyboard, Keyboard, set())],
+)
+def test_each_public_async_method_has_a_sync_twin_with_the_same_parameters(
+    async_cls: type, sync_cls: type, exempt: set[str]
+) -> None:
+    async_methods = public_async_methods(async_cls)
+    assert "shell" in async_methods or "type" in async_methods  # the scan sees the methods
+    for name, signature in async_methods.items():
+        if name in exempt:
+            continue
+        twin = getattr(sync_cls, name, None)
+        assert twin is not None, f"{sync_cls.__name__}.{name} is missing"
+        assert not inspect.iscoroutinefunction(twin), f"{sync_cls.__name__}.{name} is async"
+        assert inspect.signature(twin) == signature, name
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    async def add(self, a: int, *, b: int = 1) -> int:
+        self.threads.append(threading.current_thread().name)
+        return a + b
+
+    @contextlib.asynccontextmanager
+    async def span(self, label: str) -> AsyncIterator[list[str]]:
+        events = [f"enter {label}"]
+        try:
+            yield events
+        except ValueError:
+            events.append("saw ValueError")
+            raise
+        events.append(f"exit {label}")
+
+
+class SyncCounter(SyncTwin[Counter]):
+    def __init__(self, aio: Counter) -> None:
+        self.aio = aio
+
+    add = sync_twin(Counter.add)
+    span = sync_context_twin(Counter.span)
+
+
+def test_a_sync_twin_runs_the_async_method_on_the_shared_loop() -> None:
+    counter = SyncCounter(Counter())
+    assert counter.add(2, b=3) == 5
+    assert counter.aio.threads == [shared_loop()._thread.name]
+    assert SyncCounter.add.__doc__ == Counter.add.__doc__
+
+
+def test_a_sync_context_twin_enters_and_leaves_on_the_loop_and_sees_errors() -> None:
+    counter = SyncCounter(Counter())
+    with counter.span("a") as events:
+        assert threading.current_thread() is threading.main_thread()
+    assert events == ["enter a", "exit a"]
+    with pytest.raises(ValueError, match="boom"), counter.span("b") as events:
+        raise ValueError("boom")
+    assert events == ["enter b", "saw ValueError"]
+
+
+def test_a_sync_twin_called_from_the_loop_itself_refuses_instead_of_deadlocking() -> None:
+    counter = SyncCounter(Counter())
+
+    async def from_the_loop() -> None:
+        counter.add(1)
+
+    with pytest.raises(RuntimeError, match="await instead"):
+        shared_loop().run(from_the_loop(), timeout=10)
