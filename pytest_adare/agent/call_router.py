@@ -188,6 +188,12 @@ class CallRouter(ABC):
 
     def _fail_all(self, failure: Exception) -> None:
         """Mark the connection gone (the first cause wins); fail every pending call."""
+        # Called from several places as a connection dies (reader end, send error,
+        # close()); only the first cause is the real one, later calls would report
+        # symptoms. The pending map is swapped out before failing the futures so a
+        # callback that issues a new call cannot see (or be failed with) the old ones.
+        # The error type is the transport's "disconnected" class when it set one, so
+        # callers can tell a dropped link from a protocol violation.
         if self._failure is None:
             self._failure = failure
         error_type = self._disconnect_type or type(self._failure)

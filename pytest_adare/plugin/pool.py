@@ -31,7 +31,7 @@ from pytest_adare.errors import (
     VMTimeout,
 )
 from pytest_adare.plugin.options import VMRequest
-from pytest_adare.vm_options import READY_TAG
+from pytest_adare.vm_options import READY_TAG, VMOptions
 
 if TYPE_CHECKING:  # the VM layer (QEMU, PIL, websockets) loads only when a test needs it
     from pytest_adare.image.manifest import ImageManifest
@@ -51,6 +51,15 @@ INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
 """Errors that mean the VM or its agent broke, not that the test's assertion failed."""
 
 Progress = Callable[[str], None]
+VMFactoryFunc = Callable[["ImageManifest", Path, "VMOptions", str], "VM"]
+"""Makes the (not yet started) VM for a manifest, workdir, options and name."""
+
+
+def _new_vm(manifest: ImageManifest, workdir: Path, options: VMOptions, name: str) -> VM:
+    # Deferred: the VM layer (qemu.qmp, websockets, PIL) loads with the first VM.
+    from pytest_adare.vm import VM
+
+    return VM(manifest, workdir, options, name=name)
 
 
 class VMBroken(AdareError):
@@ -104,8 +113,15 @@ def unmet_need(request: VMRequest, manifest: ImageManifest) -> str | None:
 class VMPool:
     """Session-wide VMs keyed by configuration; everything is closed by :meth:`close`."""
 
-    def __init__(self, progress: Progress, *, workdir_prefix: str = "adare-") -> None:
+    def __init__(
+        self,
+        progress: Progress,
+        *,
+        workdir_prefix: str = "adare-",
+        vm_factory: VMFactoryFunc | None = None,
+    ) -> None:
         self._progress = progress
+        self._vm_factory = vm_factory or _new_vm
         self._prefix = workdir_prefix
         self._manifests: dict[str, ImageManifest] = {}
         self._vms: dict[tuple[Any, ...], PooledVM] = {}
@@ -153,12 +169,9 @@ class VMPool:
         return pooled
 
     def _boot(self, request: VMRequest, name: str) -> PooledVM:
-        # Deferred: the VM layer (qemu.qmp, websockets, PIL) loads with the first VM.
-        from pytest_adare.vm import VM
-
         manifest = self.manifest(request)
         workdir = Path(tempfile.mkdtemp(prefix=f"{self._prefix}{name}-"))
-        vm = VM(manifest, workdir, request.options, name=name)
+        vm = self._vm_factory(manifest, workdir, request.options, name)
         started = time.monotonic()
         try:
             self._progress(f"starting {name}: {request.describe()}")

@@ -22,13 +22,13 @@ import contextlib
 import json
 import random
 import time
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pytest_adare.errors import QGAError
-from pytest_adare.loop_thread import shared_loop
+from pytest_adare.loop_thread import SyncTwin, sync_twin
 
 T = TypeVar("T")
 
@@ -255,54 +255,17 @@ def _exec_result(status: Mapping[str, Any]) -> QGAExecResult:
     )
 
 
-class QGAClient:
+class QGAClient(SyncTwin[AsyncQGAClient]):
     """Sync face of :class:`AsyncQGAClient` (same methods; ``aio`` is the async core)."""
 
     def __init__(self, path: Path | str) -> None:
         self.aio = AsyncQGAClient(path)
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return shared_loop().run(coro)
-
-    def sync(self, timeout: float = 60.0) -> None:
-        """Wait until ``qemu-ga`` answers (see :meth:`AsyncQGAClient.sync`)."""
-        self._run(self.aio.sync(timeout))
-
-    def ping(self, timeout: float = 10.0) -> None:
-        """``guest-ping``."""
-        self._run(self.aio.ping(timeout))
-
-    def execute(
-        self, command: str, arguments: Mapping[str, Any] | None = None, timeout: float = 30.0
-    ) -> Any:
-        """Any QGA command; returns its ``return`` value."""
-        return self._run(self.aio.execute(command, arguments, timeout))
-
-    def exec(
-        self,
-        argv: Sequence[str],
-        *,
-        input_data: bytes | None = None,
-        env: Sequence[str] = (),
-        timeout: float = 60.0,
-    ) -> QGAExecResult:
-        """Run ``argv`` in the guest and return its exit code and output."""
-        return self._run(self.aio.exec(argv, input_data=input_data, env=env, timeout=timeout))
-
-    def spawn(self, argv: Sequence[str], env: Sequence[str] = (), timeout: float = 30.0) -> int:
-        """Start ``argv`` detached; returns its guest pid."""
-        return self._run(self.aio.spawn(argv, env, timeout))
-
-    def file_write(
-        self, guest_path: str, data: bytes, *, mode: str = "wb", timeout: float = 120.0
-    ) -> None:
-        """Write ``data`` to ``guest_path``."""
-        self._run(self.aio.file_write(guest_path, data, mode=mode, timeout=timeout))
-
-    def file_read(self, guest_path: str, *, timeout: float = 120.0) -> bytes:
-        """Read ``guest_path`` whole."""
-        return self._run(self.aio.file_read(guest_path, timeout=timeout))
-
-    def close(self) -> None:
-        """Close the connection."""
-        self._run(self.aio.close())
+    sync = sync_twin(AsyncQGAClient.sync)
+    ping = sync_twin(AsyncQGAClient.ping)
+    execute = sync_twin(AsyncQGAClient.execute)
+    exec = sync_twin(AsyncQGAClient.exec)
+    spawn = sync_twin(AsyncQGAClient.spawn)
+    file_write = sync_twin(AsyncQGAClient.file_write)
+    file_read = sync_twin(AsyncQGAClient.file_read)
+    close = sync_twin(AsyncQGAClient.close)
