@@ -18,11 +18,9 @@ on), a plain ``assert`` → FAILED, any other exception → ERROR with the
 traceback. Otherwise SUCCESS, and the return value (``None``, a ``str`` or a
 list) becomes the details.
 
-Collections are loaded from their files without touching ``sys.path``: each
-load is a fresh module object with a unique name, so a re-uploaded collection
-never sees a stale copy of itself. The one thing added to ``sys.modules`` is
-the ``adarelib`` alias of :mod:`adare_guest.adarelib_compat`, so collections
-written for adare import unchanged.
+Collections are loaded, and adare-style functions given adare's ``ctx``, by
+:mod:`adare_guest.testfunction_library`, which sits above this module and
+:mod:`adare_guest.adarelib_compat`: this one imports neither.
 
 Parameters may hold ``{{ name }}`` placeholders (:mod:`adare_guest.placeholders`):
 placeholders compared as plain text are substituted before the function runs;
@@ -34,50 +32,33 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import importlib.util
 import inspect
-import itertools
-import pkgutil
-import sys
 import threading
 import traceback
 import types
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeVar, overload, runtime_checkable
 
 from adare_guest.placeholders import Comparison, PlaceholderError, Placeholders, has_placeholders
 
 __all__ = [
     "DEFAULT_TEST_TIMEOUT",
-    "STOCK_COLLECTION",
-    "STOCK_COLLECTIONS",
-    "Collection",
     "SupportsTestResult",
     "TestContext",
     "TestError",
     "TestFailed",
     "TestFunction",
-    "TestFunctionLibrary",
     "TestResult",
     "TestStatus",
-    "UnknownTestFunction",
     "arun_test_function",
-    "install_adarelib_alias",
-    "load_collection",
+    "registered_test_function",
     "run_test_function",
     "testfunction",
 ]
 
 DEFAULT_TEST_TIMEOUT = 300.0
 """Seconds a test function may run when neither the call nor the decorator says."""
-
-STOCK_COLLECTION = "standard"
-"""The default collection: a bare test name ``f`` means ``standard.f`` (as in adare)."""
-
-STOCK_COLLECTIONS = ("standard", "sqlite", "json", "jsonl", "csv", "xml", "linux", "windows")
-"""Collections shipped inside ``adare_guest`` (``adare_guest/stock/<name>/<name>.py``)."""
 
 HOST_SIDE_UNSUPPORTED = (
     "test function {name} is declared execute_on_host=True; host-side test functions "
@@ -86,7 +67,6 @@ HOST_SIDE_UNSUPPORTED = (
 )
 
 _MARK = "__adare_testfunction__"
-_module_serial = itertools.count(1)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -149,10 +129,6 @@ class TestError(_Verdict):
 
     def __init__(self, message: str) -> None:
         super().__init__(TestStatus.ERROR, message)
-
-
-class UnknownTestFunction(LookupError):
-    """No test function of that name in the library (the message lists what exists)."""
 
 
 class TestContext:
@@ -241,8 +217,11 @@ class TestFunction:
 
     ``category`` and ``execute_on_host`` are adare's decorator arguments, kept
     as given; a function with ``execute_on_host=True`` answers ERROR when run.
-    ``context_class`` is what ``ctx`` is built from (adare-style functions get
-    the ``adarelib`` context, which adds adare's helper names).
+    ``adare_style`` functions (declared adare's way) may return any value, which
+    becomes one line of details. ``context_class`` is what ``ctx`` is built
+    from: this module's :class:`TestContext`; loading a collection
+    (:mod:`adare_guest.testfunction_library`) gives adare-style functions the
+    ``adarelib`` context, which adds adare's helper names.
     """
 
     __test__ = False
@@ -253,6 +232,7 @@ class TestFunction:
     timeout: float | None = None
     category: str | None = None
     execute_on_host: bool = False
+    adare_style: bool = False
     context_class: type[TestContext] = TestContext
 
     @property
@@ -289,33 +269,32 @@ def testfunction(
     none. Usable bare (``@testfunction``), with keywords, or adare's way:
     ``@testfunction("name", "description", category=..., execute_on_host=False)``.
     Giving the name or description positionally, or ``category`` /
-    ``execute_on_host``, marks the function adare-style: its ``ctx`` also has
-    adare's helpers (see :mod:`adare_guest.adarelib_compat`). The function is
-    returned unchanged, so it stays callable directly.
+    ``execute_on_host``, marks the function adare-style: loaded from a
+    collection, its ``ctx`` also has adare's helpers (see
+    :mod:`adare_guest.adarelib_compat`). The function is returned unchanged,
+    so it stays callable directly.
     """
     if callable(name):  # bare @testfunction
-        return _register(name, None, "", None, False, None, TestContext)
+        return _register(name, None, "", None, False, None, adare_style=False)
     if name is not None and not isinstance(name, str):
         raise TypeError(f"@testfunction name must be a str, got {type(name).__name__}")
     if timeout is not None and timeout <= 0:
         raise ValueError(f"testfunction timeout must be > 0, got {timeout!r}")
-    adare_style = name is not None or category is not None or execute_on_host
-    context_class = _adare_context_class() if adare_style else TestContext
+    adare_style = name is not None or category is not None or bool(execute_on_host)
     category_name = None if category is None else str(getattr(category, "value", category))
 
     def mark(func: F) -> F:
         return _register(
-            func, name, description, category_name, execute_on_host, timeout, context_class
+            func,
+            name,
+            description,
+            category_name,
+            execute_on_host,
+            timeout,
+            adare_style=adare_style,
         )
 
     return mark
-
-
-def _adare_context_class() -> type[TestContext]:
-    # Imported late: the compat package imports this module.
-    from adare_guest.adarelib_compat.testset.api import TestContext as AdareTestContext
-
-    return AdareTestContext
 
 
 def _register(
@@ -325,7 +304,8 @@ def _register(
     category: str | None,
     execute_on_host: bool,
     timeout: float | None,
-    context_class: type[TestContext],
+    *,
+    adare_style: bool,
 ) -> F:
     if not callable(func):
         raise TypeError(f"@testfunction needs a function, got {type(func).__name__}")
@@ -337,194 +317,16 @@ def _register(
         timeout=timeout,
         category=category,
         execute_on_host=bool(execute_on_host),
-        context_class=context_class,
+        adare_style=adare_style,
     )
     setattr(func, _MARK, info)
     return func
 
 
-@dataclass
-class Collection:
-    """One loaded collection: its test functions by short name, or why it failed to load."""
-
-    name: str
-    origin: str
-    functions: dict[str, TestFunction] = field(default_factory=dict)
-    load_error: str | None = None
-
-
-def _collect(name: str, origin: str, module: types.ModuleType) -> Collection:
-    functions: dict[str, TestFunction] = {}
-    for value in vars(module).values():
-        info = getattr(value, _MARK, None)
-        if isinstance(info, TestFunction):
-            functions[info.name] = info
-    return Collection(name, origin, functions)
-
-
-def _fresh_module_name(collection: str) -> str:
-    return f"adare_testfunctions_{collection}_{next(_module_serial)}"
-
-
-def load_collection(directory: Path) -> Collection:
-    """Load collection ``directory.name`` from ``directory/<name>.py``.
-
-    Never raises for a broken collection: the traceback lands in
-    ``load_error`` and every test in it then reports ERROR with it.
-    """
-    name = directory.name
-    path = directory / f"{name}.py"
-    origin = str(path)
-    importlib.invalidate_caches()  # see packages installed since the last load
-    install_adarelib_alias()
-    try:
-        spec = importlib.util.spec_from_file_location(_fresh_module_name(name), path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {path}")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except BaseException as exc:  # a collection may raise anything, even SystemExit
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        return Collection(name, origin, load_error=_format_exception(exc))
-    return _collect(name, origin, module)
-
-
-def install_adarelib_alias() -> None:
-    """Make ``import adarelib...`` give :mod:`adare_guest.adarelib_compat` (idempotent).
-
-    Every compat module is registered under its ``adarelib`` name in
-    ``sys.modules``; this works the same from sources and from the zip bundle,
-    unlike a path hook. A real ``adarelib`` that is already imported is left alone.
-    """
-    from adare_guest.adarelib_compat import ALIASED_MODULES  # late: it imports this module
-
-    prefix = "adare_guest.adarelib_compat"
-    for suffix in ALIASED_MODULES:
-        if "adarelib" + suffix not in sys.modules:
-            sys.modules["adarelib" + suffix] = importlib.import_module(prefix + suffix)
-
-
-def _load_stock(name: str) -> Collection:
-    """Stock collection ``name``, from disk or from inside the agent's zip bundle."""
-    on_disk = Path(__file__).with_name("stock") / name
-    if (on_disk / f"{name}.py").is_file():
-        return load_collection(on_disk)
-    origin = f"adare_guest/stock/{name}/{name}.py"
-    try:
-        install_adarelib_alias()
-        source = pkgutil.get_data("adare_guest.stock", f"{name}/{name}.py")
-        if source is None:
-            raise ImportError(f"{origin} not found in the agent bundle")
-        module = types.ModuleType(_fresh_module_name(name))
-        module.__file__ = origin
-        exec(compile(source, origin, "exec"), module.__dict__)
-    except Exception as exc:
-        return Collection(name, origin, load_error=_format_exception(exc))
-    return _collect(name, origin, module)
-
-
-def _is_collection_dir(path: Path) -> bool:
-    return path.is_dir() and not path.is_symlink() and (path / f"{path.name}.py").is_file()
-
-
-class TestFunctionLibrary:
-    """Test functions by ``collection.name``: the stock collections plus one upload root.
-
-    Collections load lazily on first use and stay cached (in ``cache``, e.g. the
-    agent state's dict) until :meth:`set_root` or :meth:`invalidate`; one that
-    failed to load is retried on the next lookup. An uploaded collection named
-    like a stock one shadows it. A bare name ``f`` means ``standard.f``.
-    """
-
-    __test__ = False
-
-    def __init__(
-        self,
-        root: Path | None = None,
-        *,
-        include_stock: bool = True,
-        cache: dict[str, Any] | None = None,
-    ) -> None:
-        self._root = root
-        self._include_stock = include_stock
-        self._cache: dict[str, Any] = {} if cache is None else cache
-        self._lock = threading.Lock()
-
-    @property
-    def root(self) -> Path | None:
-        """Directory whose subdirectories are the uploaded collections."""
-        return self._root
-
-    def set_root(self, root: Path | None) -> None:
-        """Switch to another upload root and forget every loaded collection."""
-        with self._lock:
-            self._root = root
-            self._cache.clear()
-
-    def invalidate(self) -> None:
-        """Forget loaded collections; the next lookup reloads from disk."""
-        with self._lock:
-            self._cache.clear()
-
-    def collection_names(self) -> list[str]:
-        """Names of the collections available now, sorted."""
-        names = set(STOCK_COLLECTIONS) if self._include_stock else set()
-        if self._root is not None and self._root.is_dir():
-            names.update(p.name for p in self._root.iterdir() if _is_collection_dir(p))
-        return sorted(names)
-
-    def collection(self, name: str) -> Collection:
-        """Load (or take from the cache) collection ``name``.
-
-        :raise UnknownTestFunction: no collection of that name.
-        """
-        with self._lock:
-            cached = self._cache.get(name)
-            if isinstance(cached, Collection):
-                return cached
-            directory = self._root / name if self._root is not None else None
-            if directory is not None and _is_collection_dir(directory):
-                loaded = load_collection(directory)
-            elif name in STOCK_COLLECTIONS and self._include_stock:
-                loaded = _load_stock(name)
-            else:
-                raise UnknownTestFunction(
-                    f"no test collection {name!r}; available: {self.collection_names()}"
-                )
-            if loaded.load_error is None:  # a broken one retries (e.g. after installing a dep)
-                self._cache[name] = loaded
-            return loaded
-
-    def resolve(self, test_name: str) -> tuple[Collection, TestFunction | None]:
-        """Find ``collection.name``; the function is None when the collection failed to load.
-
-        :raise UnknownTestFunction: malformed name, unknown collection or function.
-        """
-        collection_name, dot, function_name = test_name.partition(".")
-        if not dot:  # adare: a bare function name lives in the standard collection
-            collection_name, function_name = STOCK_COLLECTION, test_name
-        if not collection_name or not function_name:
-            raise UnknownTestFunction(
-                f"test name {test_name!r} must be 'collection.name' or a name in "
-                f"{STOCK_COLLECTION!r} (collections: {self.collection_names()})"
-            )
-        collection = self.collection(collection_name)
-        if collection.load_error is not None:
-            return collection, None
-        function = collection.functions.get(function_name)
-        if function is None:
-            raise UnknownTestFunction(
-                f"no test function {function_name!r} in collection {collection_name!r}; "
-                f"available: {sorted(collection.functions)}"
-            )
-        return collection, function
-
-    def names(self) -> Iterator[str]:
-        """Every ``collection.name`` that loads (loads all collections)."""
-        for collection_name in self.collection_names():
-            for function_name in sorted(self.collection(collection_name).functions):
-                yield f"{collection_name}.{function_name}"
+def registered_test_function(value: object) -> TestFunction | None:
+    """What :func:`testfunction` recorded on ``value``; None for anything not decorated."""
+    info = getattr(value, _MARK, None)
+    return info if isinstance(info, TestFunction) else None
 
 
 def _format_exception(exc: BaseException) -> str:
@@ -577,7 +379,7 @@ def _execute(function: TestFunction, ctx: TestContext, timeout: float | None) ->
             value = asyncio.run(asyncio.wait_for(coroutine, timeout))
         else:
             value = function.func(ctx, **ctx.params)
-        result = _result_from_return(value, function.context_class is not TestContext)
+        result = _result_from_return(value, function.adare_style)
         return ctx._finish(result.status, list(result.details))
     except _Verdict as verdict:
         return ctx._finish(verdict.status, [verdict.message])

@@ -1,7 +1,7 @@
 """Test tools: upload test-function collections, set variables, run a test function.
 
 ``upload_testfunctions`` takes a base64 zip whose top-level directories are
-collections (``D/D.py``, see :mod:`adare_guest.testfunctions`). The archive
+collections (``D/D.py``, see :mod:`adare_guest.testfunction_library`). The archive
 comes from the host but is treated as hostile: it is refused *as a whole* when
 any member name is absolute, has a drive letter, a backslash or a ``..``
 component, is a symlink, or when the member count, the total uncompressed size
@@ -25,12 +25,11 @@ from adare_guest.archive import UnsafeArchive, extract_archive
 from adare_guest.config import AgentConfig
 from adare_guest.protocol import EventType
 from adare_guest.test_request import BadRunRequest, apply_expect_to_fail, parse_run_request
+from adare_guest.testfunction_library import TestFunctionLibrary, UnknownTestFunction
 from adare_guest.testfunctions import (
     DEFAULT_TEST_TIMEOUT,
-    TestFunctionLibrary,
     TestResult,
     TestStatus,
-    UnknownTestFunction,
     arun_test_function,
 )
 from adare_guest.tools.base import AgentState, CallContext, ToolGroup, tool

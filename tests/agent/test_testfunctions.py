@@ -15,12 +15,14 @@ from pathlib import Path
 import pytest
 
 import adare_guest
-from adare_guest.testfunctions import (
+from adare_guest.testfunction_library import (
     TestFunctionLibrary,
-    TestStatus,
     UnknownTestFunction,
-    arun_test_function,
     load_collection,
+)
+from adare_guest.testfunctions import (
+    TestStatus,
+    arun_test_function,
     run_test_function,
 )
 
@@ -396,7 +398,8 @@ def test_stock_collection_loads_from_inside_a_zip_bundle(tmp_path: Path) -> None
     probe = textwrap.dedent(
         """
         import os, sys, adare_guest
-        from adare_guest.testfunctions import TestFunctionLibrary, run_test_function
+        from adare_guest.testfunction_library import TestFunctionLibrary
+        from adare_guest.testfunctions import run_test_function
         assert adare_guest.__file__.startswith(sys.argv[1]), adare_guest.__file__
         collection, function = TestFunctionLibrary(None).resolve("standard.file_exists")
         result = run_test_function(function, {"path": sys.argv[1]})
