@@ -46,6 +46,7 @@ _OPTIONS = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line parser."""
+    # Deferred: start-up parses plain command lines without argparse (module docstring).
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -144,6 +145,7 @@ async def run_agent(config: AgentConfig) -> None:
     The WebSocket listener is bound first; the serial transport (and pyserial) is
     loaded after its first bind attempt, so a slow guest answers on the network sooner.
     """
+    # Deferred: the server and its tools load only when serving, not for --help or parsing.
     from adare_guest.server import AdareVMServer
 
     server = AdareVMServer(config)

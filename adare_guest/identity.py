@@ -40,7 +40,10 @@ def _walk(node: Traversable, prefix: str) -> list[tuple[str, Traversable]]:
 
 def source_hash() -> str:
     """sha256 (hex) over the path and bytes of every ``.py`` file of the agent packages."""
+    # Deferred: only a source-tree agent hashes itself; start-up stays light (module docstring).
     import hashlib
+
+    # Deferred with hashlib: importlib.resources is only needed to walk a source tree.
     from importlib import resources
 
     digest = hashlib.sha256()
@@ -73,6 +76,7 @@ def bundle_hash() -> str:
 
 def agent_identity() -> dict[str, object]:
     """The identity block the agent reports in ``connect`` answers and health reports."""
+    # Deferred: platform is only needed once a client connects, not at start-up.
     import platform
 
     return {

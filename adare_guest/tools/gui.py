@@ -86,6 +86,7 @@ def load_pyautogui() -> types.ModuleType:
     # our guests); the agent needs none of it, so it is blocked before the import.
     sys.modules.setdefault("mouseinfo", None)  # type: ignore[arg-type]
     try:
+        # Deferred: optional, heavy, and needs a display; only GUI tools load it.
         import pyautogui
     except ImportError as exc:
         raise GuiUnavailable(
@@ -113,6 +114,7 @@ def _align_x11_shift_levels() -> None:
     Shift gives ``>``. For ASCII the keysym equals the code point, so the right keycode
     is the one holding that keysym at level 1 (shifted) or 0 (plain).
     """
+    # Deferred: pyautogui is optional (see load_pyautogui); this runs after it loaded.
     from pyautogui import _pyautogui_x11 as x11
 
     display = x11._display
@@ -174,6 +176,7 @@ def find_windows(title: str) -> list[WindowInfo]:
     :raise GuiUnavailable: neither python-xlib nor xdotool is available.
     """
     try:
+        # Deferred: python-xlib is optional; without it xdotool is used.
         from Xlib import display as xdisplay
     except ImportError:
         return _find_windows_xdotool(title)
@@ -185,7 +188,10 @@ def find_windows(title: str) -> list[WindowInfo]:
 
 
 def _find_windows_xlib(connection: Any, title: str) -> list[WindowInfo]:
+    # Deferred: python-xlib is optional; the caller checked that it imports.
     from Xlib import X
+
+    # Deferred with Xlib above.
     from Xlib.error import XError
 
     root = connection.screen().root
@@ -588,6 +594,7 @@ def _grab_with_pillow(region: Region | None) -> Any:
 
 
 def _grab_with_maim(region: Region | None) -> Any:
+    # Deferred: Pillow is optional and only screenshots need it.
     from PIL import Image
 
     argv = ["maim", "--hidecursor"]

@@ -66,6 +66,7 @@ def user_exists(
     ctx: TestContext, username: str, uid: int | None = None, home_dir: str | None = None
 ) -> str:
     _linux_only(ctx)
+    # Deferred: pwd does not exist on Windows, where the collection must still load.
     import pwd
 
     try:
@@ -125,6 +126,7 @@ def _address(hex_address: str) -> str:
     words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
     if len(words) == 4:
         return ".".join(str(b) for b in words)
+    # Deferred: only IPv6 addresses need it.
     import ipaddress
 
     return str(ipaddress.IPv6Address(words))

@@ -204,7 +204,10 @@ def owner_equals(
     st = _lstat(ctx, path)
     if user is not None or group is not None:
         try:
+            # Deferred: grp and pwd do not exist on Windows, where the collection must load.
             import grp
+
+            # Deferred with grp: POSIX only.
             import pwd
         except ImportError:
             ctx.error_if(True, "user and group names need pwd/grp (not available on this OS)")
@@ -569,7 +572,10 @@ def file_permissions(
 def _owner_names(st: os.stat_result) -> tuple[str, str]:
     """User and group names of a stat result (the number when the name is unknown)."""
     try:
+        # Deferred: grp and pwd do not exist on Windows, where the collection must load.
         import grp
+
+        # Deferred with grp: POSIX only.
         import pwd
     except ImportError:  # Windows: no owner names
         raise TestError("owner and group names need pwd/grp (not on this OS)") from None

@@ -33,6 +33,7 @@ _EVENT_NS = {"e": "http://schemas.microsoft.com/win/2004/08/events/event"}
 
 def _winreg(ctx: TestContext) -> Any:
     ctx.error_if(sys.platform != "win32", f"this check runs on Windows only, not {sys.platform}")
+    # Deferred: winreg exists only on Windows, and the collection must load elsewhere too.
     import winreg
 
     return winreg
