@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import errno
 import fnmatch
 import hashlib
 import os
@@ -38,8 +39,57 @@ STOP_CHECK_EVERY = 256
 IS_WINDOWS = sys.platform == "win32"
 
 
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+"""Open guest files without blocking: a FIFO (or a file swapped for one between a
+``stat`` and the ``open``) opens at once and is then refused by its ``fstat``."""
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
 class FileToolError(ValueError):
     """A file request that cannot be served (the message says why)."""
+
+
+class NotRegularFile(OSError):
+    """An opened guest path is a FIFO, socket, device or directory, not a regular file."""
+
+    def __init__(self, path: str, mode: int) -> None:
+        super().__init__(errno.EINVAL, f"{_kind_name(mode)}, not a regular file", path)
+        self.mode = mode
+
+
+def _kind_name(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: str, flags: int = READ_FLAGS) -> tuple[int, os.stat_result]:
+    """Open ``path`` with ``flags`` and return (fd, fstat) of a regular file.
+
+    The type is judged on the open descriptor, so swapping the path between a check
+    and the open cannot make the agent read a FIFO or device.
+
+    :raise NotRegularFile: the path is something else (the fd is closed).
+    :raise OSError: it cannot be opened (with ``O_NOFOLLOW``: ELOOP for a symlink).
+    """
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise NotRegularFile(path, st.st_mode)
+    return fd, st
 
 
 def _error(message: str, **extra: Any) -> dict[str, Any]:
@@ -79,12 +129,17 @@ def file_type(mode: int) -> str:
 
 
 def sha256_file(path: str, stop: Callable[[], bool] | None = None) -> str:
-    """Hex sha256 of a file's content, read in 1 MiB blocks.
+    """Hex sha256 of a regular file's content, read in 1 MiB blocks; a symlink or
+    anything but a regular file at ``path`` is refused (it is not followed or opened
+    for reading, so a FIFO swapped in cannot block the walk).
 
     :raise TimeoutError: ``stop()`` became true between two blocks.
+    :raise NotRegularFile: ``path`` is not a regular file.
+    :raise OSError: it cannot be read (ELOOP for a symlink).
     """
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    fd, _st = open_regular(path, READ_FLAGS | NOFOLLOW)
+    with os.fdopen(fd, "rb") as handle:
         while block := handle.read(HASH_BLOCK):
             if stop is not None and stop():
                 raise TimeoutError(f"stopped while hashing {path}")
@@ -190,13 +245,17 @@ def _pull(path: str, index: int, chunk_size: int, hashes: _PullHashes) -> dict[s
         raise FileToolError(f"chunk_size must be 1..{MAX_CHUNK_SIZE}, got {chunk_size}")
     if index < 0:
         raise FileToolError(f"chunk_index must be >= 0, got {index}")
-    st = os.stat(path)
-    if stat.S_ISDIR(st.st_mode):
-        return _error(f"{path} is a directory", is_directory=True, chunk_index=index)
-    if not stat.S_ISREG(st.st_mode):
-        return _error(f"{path} is not a regular file", is_directory=False, chunk_index=index)
-    with open(path, "rb") as handle:
-        fst = os.fstat(handle.fileno())
+    # Symlinks are followed (pulling /etc/localtime means its target); what is opened
+    # must be a regular file, judged on the descriptor.
+    try:
+        fd, fst = open_regular(path)
+    except NotRegularFile as exc:
+        return _error(
+            f"{path} is {_kind_name(exc.mode)}, not a regular file",
+            is_directory=stat.S_ISDIR(exc.mode),
+            chunk_index=index,
+        )
+    with os.fdopen(fd, "rb") as handle:
         size = fst.st_size
         total = max(1, -(-size // chunk_size))
         if index >= total:
@@ -241,6 +300,12 @@ class _Upload:
     next_index: int = 0
     size: int = 0
     digest: Any = field(default_factory=hashlib.sha256)
+    identity: tuple[int, int] | None = None
+    """(device, inode) of the finished temporary file, checked before the rename."""
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
 
 
 def validate_guest_path(guest_path: str) -> str:
@@ -289,11 +354,19 @@ class _Uploads:
                     + ("" if upload is None else f" of {upload.total_chunks}")
                 )
             try:
-                with open(upload.temp_path, "ab") as handle:
+                # No symlink following: another guest process may have replaced the
+                # temporary file with a link to a file we must not append to.
+                fd, _st = open_regular(
+                    upload.temp_path, os.O_WRONLY | os.O_APPEND | NOFOLLOW | READ_FLAGS
+                )
+                with os.fdopen(fd, "ab") as handle:
                     handle.write(data)
                     if index == total - 1:
                         handle.flush()
                         os.fsync(handle.fileno())
+                        if not IS_WINDOWS:
+                            os.fchmod(fd, mode if mode is not None else 0o644)
+                        upload.identity = _identity(os.fstat(fd))
             except OSError:
                 self._items.pop(path, None)
                 _remove(upload.temp_path)
@@ -337,9 +410,12 @@ def _finish(path: str, upload: _Upload, sha256: str | None, mode: int | None) ->
             sha256=actual,
         )
     try:
-        os.chmod(upload.temp_path, mode if mode is not None else 0o644)
+        if IS_WINDOWS:
+            os.chmod(upload.temp_path, mode if mode is not None else 0o644)
+        elif _identity(os.lstat(upload.temp_path)) != upload.identity:
+            raise FileToolError(f"the temporary file of {path} was replaced; nothing written")
         os.replace(upload.temp_path, path)
-    except OSError:
+    except (OSError, FileToolError):
         _remove(upload.temp_path)
         raise
     return {
@@ -505,6 +581,14 @@ class FileTools(ToolGroup):
         chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> dict[str, Any]:
         """Chunk ``chunk_index`` of ``guest_path`` as base64 (see DESIGN §3 for the keys)."""
+        if 1 <= chunk_size <= MAX_CHUNK_SIZE:
+            try:
+                # The chunk's bytes and their base64 text stay in memory until sent.
+                await ctx.reserve_output(2 * chunk_size)
+            except TimeoutError as exc:
+                return _error(
+                    f"cannot read {guest_path}: {exc}", chunk_index=chunk_index, is_directory=False
+                )
         self._pull_hashes.begin(guest_path)
         try:
             return await ctx.run_in_thread(
@@ -606,10 +690,24 @@ class FileTools(ToolGroup):
         if use_local:
             local = utc.astimezone()
             offset = local.utcoffset() or dt.timedelta()
+            result["timezone"] = utc_offset_text(offset)
+            result["timezone_name"] = local.tzname() or "local"
             result["local_time"] = local.isoformat()
-            result["local_timezone"] = local.tzname() or "local"
+            result["local_timezone"] = result["timezone_name"]
             result["utc_offset_seconds"] = int(offset.total_seconds())
         return result
+
+
+def utc_offset_text(offset: dt.timedelta) -> str:
+    """``+05:30``, ``-03:00``, ``+00:00`` (seconds, where a zone has them, are dropped).
+
+    >>> utc_offset_text(dt.timedelta(hours=5, minutes=30))
+    '+05:30'
+    """
+    minutes = int(offset.total_seconds()) // 60
+    sign = "-" if minutes < 0 else "+"
+    hours, rest = divmod(abs(minutes), 60)
+    return f"{sign}{hours:02d}:{rest:02d}"
 
 
 def _reason(exc: BaseException) -> str:
