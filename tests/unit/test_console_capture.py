@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pytest_adare.qemu.console import ConsoleCapture
+
+
+@pytest.fixture
+def capture(tmp_path: Path) -> Iterator[ConsoleCapture]:
+    """A capture on ``tmp_path/console.log``, its pipe closed (and log file with it) after."""
+    opened = ConsoleCapture(tmp_path / "console.log")
+    yield opened
+    opened.connection_lost(None)
 
 
 @pytest.mark.asyncio
@@ -22,8 +31,7 @@ async def test_every_byte_reaches_the_log_and_lines_the_ring(tmp_path: Path) -> 
 
 
 @pytest.mark.asyncio
-async def test_utf8_split_across_chunks_is_not_mangled(tmp_path: Path) -> None:
-    capture = ConsoleCapture(tmp_path / "console.log")
+async def test_utf8_split_across_chunks_is_not_mangled(capture: ConsoleCapture) -> None:
     snowman = "☃".encode()
     capture.data_received(b"x" + snowman[:1])
     capture.data_received(snowman[1:] + b"\n")
@@ -31,8 +39,9 @@ async def test_utf8_split_across_chunks_is_not_mangled(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_waiter_matches_old_lines_unless_given_a_later_mark(tmp_path: Path) -> None:
-    capture = ConsoleCapture(tmp_path / "console.log")
+async def test_a_waiter_matches_old_lines_unless_given_a_later_mark(
+    capture: ConsoleCapture,
+) -> None:
     capture.data_received(b"login: \nready\n")
     assert (await capture.wait_for("login")).group(0) == "login"
     mark = capture.mark()
@@ -44,8 +53,7 @@ async def test_a_waiter_matches_old_lines_unless_given_a_later_mark(tmp_path: Pa
 
 
 @pytest.mark.asyncio
-async def test_a_cancelled_waiter_is_forgotten(tmp_path: Path) -> None:
-    capture = ConsoleCapture(tmp_path / "console.log")
+async def test_a_cancelled_waiter_is_forgotten(capture: ConsoleCapture) -> None:
     future = capture.wait_for("never")
     future.cancel()
     await asyncio.sleep(0)
@@ -54,8 +62,7 @@ async def test_a_cancelled_waiter_is_forgotten(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_mark_splits_the_line_being_written(tmp_path: Path) -> None:
-    capture = ConsoleCapture(tmp_path / "console.log")
+async def test_a_mark_splits_the_line_being_written(capture: ConsoleCapture) -> None:
     capture.data_received(b"noise: probe")
     mark = capture.mark()
     waiter = capture.wait_for(r"probe-\d+", since=mark)

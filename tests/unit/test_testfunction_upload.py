@@ -28,7 +28,8 @@ from adare_guest.testfunctions import testfunction
 @testfunction
 def greets(ctx, name):
     ctx.fail_if(name != "world", f"unexpected name {name!r}")
-    return open(__file__.replace("checks.py", "data/greeting.txt")).read()
+    with open(__file__.replace("checks.py", "data/greeting.txt")) as greeting:
+        return greeting.read()
 """
 
 
