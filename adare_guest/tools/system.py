@@ -4,12 +4,19 @@
 ``execute_shell`` returns ``status="success"`` whenever the command ran to its end,
 whatever its exit code (read ``returncode``); ``status="error"`` means it could not
 be started or hit its timeout (its process group is then killed and the output so
-far is returned). Output is decoded as UTF-8 with ``errors="replace"``.
+far is returned).
+
+Output is read incrementally and at most ``max_output_bytes`` (default
+:data:`DEFAULT_MAX_OUTPUT`, 16 MiB) of each stream is kept; the rest is read and
+counted, not stored (``stdout_truncated``, ``stdout_bytes``). Output that is valid
+UTF-8 is returned as text in ``stdout``; anything else travels losslessly as
+``stdout_base64`` (with ``stdout`` empty), never as inflated replacement text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import importlib
 import os
 import platform
@@ -21,7 +28,7 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +36,21 @@ from adare_guest import __version__
 from adare_guest.config import AgentConfig
 from adare_guest.identity import PROTOCOL_VERSION, bundle_hash
 from adare_guest.protocol import EventType
-from adare_guest.tools.base import AgentState, CallContext, ToolGroup, kill_process_tree, tool
+from adare_guest.tools.base import (
+    CALL_MARKER,
+    AgentState,
+    CallContext,
+    ToolGroup,
+    kill_process_tree,
+    tool,
+)
 
 DEFAULT_SHELL_TIMEOUT = 300.0
+DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
+"""Bytes of stdout and of stderr an ``execute_shell`` call keeps by default (each)."""
+MAX_OUTPUT_LIMIT = 64 * 1024 * 1024
+"""Largest ``max_output_bytes`` a call may ask for."""
+READ_BLOCK = 65536
 PIPE_DRAIN_SECONDS = 2.0
 """How long output is still read after the command exited (its children may hold the pipes)."""
 IS_WINDOWS = sys.platform == "win32"
@@ -120,6 +139,22 @@ def _admin_prefix(admin: bool) -> list[str]:
     return [sudo, "-n", "--"]
 
 
+def check_command_text(command: str, cwd: str | None, env: dict[str, str] | None) -> None:
+    """Refuse what the OS would refuse only after ``command_start`` was announced.
+
+    :raise ShellError: a NUL byte anywhere, an empty env name or one holding ``=``.
+    """
+    if "\0" in command:
+        raise ShellError("shell_command must not contain NUL bytes")
+    if cwd is not None and "\0" in cwd:
+        raise ShellError("cwd must not contain NUL bytes")
+    for key, value in (env or {}).items():
+        if not key or "=" in key or "\0" in key:
+            raise ShellError(f"env name {key[:60]!r} must be non-empty, without '=' or NUL")
+        if "\0" in value:
+            raise ShellError(f"env value of {key[:60]!r} must not contain NUL bytes")
+
+
 @dataclass
 class CommandSpec:
     """How to start one command: argv, working directory, environment, Popen extras."""
@@ -142,8 +177,10 @@ def prepare_command(
 ) -> CommandSpec:
     """Turn ``execute_shell``'s params into a :class:`CommandSpec`.
 
-    :raise ShellError: unknown shell or user, missing ``cwd``, no way to elevate.
+    :raise ShellError: unknown shell or user, missing ``cwd``, no way to elevate, a NUL
+        byte in the command, ``cwd`` or environment, an env name that is empty or has ``=``.
     """
+    check_command_text(command, cwd, env)
     child_env = build_env(env, inherit_env, tools_paths)
     popen_kwargs = _user_switch(run_as_user, child_env) if run_as_user else {}
     argv = _admin_prefix(admin) + shell_argv(command, shell)
@@ -153,12 +190,64 @@ def prepare_command(
 
 
 @dataclass
+class CapturedOutput:
+    """One output stream: the first ``limit`` bytes kept, every byte counted.
+
+    >>> out = CapturedOutput(limit=3)
+    >>> out.add(b"hello"); (bytes(out.data), out.total, out.truncated)
+    (b'hel', 5, True)
+    """
+
+    limit: int
+    data: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.limit - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.data)
+
+    def result_keys(self, name: str) -> dict[str, Any]:
+        """``name`` (text), ``name_base64`` (when not UTF-8), ``name_truncated``,
+        ``name_bytes`` (bytes the command wrote, kept or not)."""
+        keys: dict[str, Any] = {name: ""}
+        text = utf8_text(bytes(self.data), self.truncated)
+        if text is None:
+            keys[f"{name}_base64"] = base64.b64encode(self.data).decode("ascii")
+        else:
+            keys[name] = text
+        keys[f"{name}_truncated"] = self.truncated
+        keys[f"{name}_bytes"] = self.total
+        return keys
+
+
+def utf8_text(data: bytes, truncated: bool = False) -> str | None:
+    """``data`` as text when it is valid UTF-8, else None. When the stream was cut at the
+    byte limit, a character cut in half at the end is dropped rather than failing.
+
+    >>> utf8_text("é".encode()[:1], truncated=True), utf8_text(b"\xff")
+    ('', None)
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if truncated and exc.reason == "unexpected end of data" and exc.start >= len(data) - 3:
+            return data[: exc.start].decode("utf-8")
+        return None
+
+
+@dataclass
 class Completed:
     """What a foreground command left: exit status, output, whether we killed it."""
 
     returncode: int | None
-    stdout: bytes
-    stderr: bytes
+    stdout: CapturedOutput
+    stderr: CapturedOutput
     timed_out: bool
     seconds: float
 
@@ -168,8 +257,9 @@ class Completed:
             "status": "success",
             "message": f"command exited with {self.returncode}",
             "returncode": self.returncode,
-            "stdout": _decode(self.stdout),
-            "stderr": _decode(self.stderr),
+            **self.stdout.result_keys("stdout"),
+            **self.stderr.result_keys("stderr"),
+            "truncated": self.stdout.truncated or self.stderr.truncated,
             "execution_time": round(self.seconds, 6),
         }
         if self.timed_out:
@@ -184,8 +274,11 @@ class Completed:
         return result
 
 
-async def run_foreground(ctx: CallContext, spec: CommandSpec) -> Completed:
-    """Run ``spec`` within ``ctx.timeout``; on timeout or cancel its process group dies.
+async def run_foreground(
+    ctx: CallContext, spec: CommandSpec, max_output: int = DEFAULT_MAX_OUTPUT
+) -> Completed:
+    """Run ``spec`` within ``ctx.timeout``, keeping at most ``max_output`` bytes of each
+    stream; on timeout or cancel its process group and descendants die.
 
     :raise OSError: the command cannot be started.
     """
@@ -201,7 +294,7 @@ async def run_foreground(ctx: CallContext, spec: CommandSpec) -> Completed:
         **spec.popen_kwargs,
     )
     ctx.track_process(proc)
-    stdout, stderr = bytearray(), bytearray()
+    stdout, stderr = CapturedOutput(max_output), CapturedOutput(max_output)
     readers = {
         asyncio.ensure_future(_read_into(proc.stdout, stdout)),
         asyncio.ensure_future(_read_into(proc.stderr, stderr)),
@@ -211,19 +304,17 @@ async def run_foreground(ctx: CallContext, spec: CommandSpec) -> Completed:
         await asyncio.wait_for(proc.wait(), ctx.timeout)
     except TimeoutError:
         timed_out = True
-        kill_process_tree(proc)
+        kill_process_tree(proc, ctx.call_id)
         await proc.wait()
     finally:
         if proc.returncode is None:
-            kill_process_tree(proc)
+            kill_process_tree(proc, ctx.call_id)
     # Grandchildren that keep the pipes open must not hold the call forever.
     _done, pending = await asyncio.wait(readers, timeout=PIPE_DRAIN_SECONDS)
     for task in pending:
         task.cancel()
     ctx.untrack_process(proc)
-    return Completed(
-        proc.returncode, bytes(stdout), bytes(stderr), timed_out, time.monotonic() - started
-    )
+    return Completed(proc.returncode, stdout, stderr, timed_out, time.monotonic() - started)
 
 
 def _decode(data: bytes) -> str:
@@ -231,19 +322,21 @@ def _decode(data: bytes) -> str:
 
 
 def _background_dir(ctx: CallContext) -> Path:
-    for candidate in (ctx.config.run_dir / "background", Path(_tempdir()) / "adare-background"):
-        try:
-            candidate.mkdir(parents=True, exist_ok=True)
+    """``RUN_DIR/background``, else a private new temporary directory (mode 0700, random
+    name: a fixed ``/tmp`` path could be prepared by another guest user)."""
+    candidate = ctx.config.run_dir / "background"
+    try:
+        candidate.mkdir(parents=True, exist_ok=True)
+        if os.access(candidate, os.W_OK):
             return candidate
-        except OSError:
-            continue
-    raise ShellError("no writable directory for background command output")
-
-
-def _tempdir() -> str:
+    except OSError:
+        pass
     import tempfile
 
-    return tempfile.gettempdir()
+    try:
+        return Path(tempfile.mkdtemp(prefix="adare-background-"))
+    except OSError as exc:
+        raise ShellError(f"no writable directory for background command output: {exc}") from None
 
 
 class SystemTools(ToolGroup):
@@ -272,6 +365,7 @@ class SystemTools(ToolGroup):
         admin: bool = False,
         background: bool = False,
         run_as_user: str | None = None,
+        max_output_bytes: int | None = None,
     ) -> dict[str, Any]:
         """Run ``shell_command``; see the module docstring for the result's meaning."""
         command_id = str(uuid.uuid4())
@@ -284,7 +378,12 @@ class SystemTools(ToolGroup):
             "command_id": command_id,
             "execution_time": 0.0,
         }
+        max_output = DEFAULT_MAX_OUTPUT if max_output_bytes is None else max_output_bytes
         try:
+            if not 0 <= max_output <= MAX_OUTPUT_LIMIT:
+                raise ShellError(
+                    f"max_output_bytes must be 0..{MAX_OUTPUT_LIMIT}, got {max_output_bytes}"
+                )
             spec = prepare_command(
                 shell_command,
                 shell,
@@ -298,26 +397,33 @@ class SystemTools(ToolGroup):
         except (ShellError, ValueError) as exc:
             result["message"] = str(exc)
             return result
+        if not background:
+            # Lets a kill find descendants that left the process group (setsid).
+            spec.env[CALL_MARKER] = ctx.call_id
         await ctx.emit(
             EventType.COMMAND_START, {"command_id": command_id, "command": shell_command}
         )
+        completed: Completed | None = None
         try:
             if background:
                 result.update(await ctx.run_in_thread(_spawn_background, ctx, spec, command_id))
                 return result
-            completed = await run_foreground(ctx, spec)
-        except (OSError, ShellError) as exc:
+            completed = await run_foreground(ctx, spec, max_output)
+            result.update(completed.as_result(ctx.timeout))
+        except (OSError, ShellError, ValueError) as exc:
             result["message"] = f"cannot start {spec.argv[0]!r}: {exc}"
             return result
-        result.update(completed.as_result(ctx.timeout))
-        await ctx.emit(
-            EventType.COMMAND_COMPLETE,
-            {
-                "command_id": command_id,
-                "returncode": completed.returncode,
-                "timed_out": completed.timed_out,
-            },
-        )
+        finally:
+            if not background:
+                # Always paired with command_start, whatever happened in between.
+                await ctx.emit(
+                    EventType.COMMAND_COMPLETE,
+                    {
+                        "command_id": command_id,
+                        "returncode": None if completed is None else completed.returncode,
+                        "timed_out": completed is not None and completed.timed_out,
+                    },
+                )
         return result
 
     @tool(timeout=10)
@@ -397,12 +503,13 @@ def _add_import_path(directory: Path) -> None:
     importlib.invalidate_caches()
 
 
-async def _read_into(stream: asyncio.StreamReader | None, sink: bytearray) -> None:
-    """Append everything from ``stream`` to ``sink`` (kept when the read is cancelled)."""
+async def _read_into(stream: asyncio.StreamReader | None, sink: CapturedOutput) -> None:
+    """Read ``stream`` to its end into ``sink`` (which keeps what fits and counts the
+    rest), block by block, so memory stays bounded however much the command writes."""
     if stream is None:
         return
-    while chunk := await stream.read(65536):
-        sink += chunk
+    while chunk := await stream.read(READ_BLOCK):
+        sink.add(chunk)
 
 
 async def _run_captured(

@@ -51,9 +51,11 @@ async def test_shell_emits_start_and_complete_events_carrying_the_call_id(client
     assert all(e["data"]["command_id"] == result["command_id"] for e in client.events(call_id))
 
 
-async def test_undecodable_output_is_replaced_not_fatal(client: Any) -> None:
+async def test_undecodable_output_travels_losslessly_as_base64(client: Any) -> None:
     result = await client.ok("execute_shell", shell_command=r"printf '\377ok'; printf '\376' >&2")
-    assert (result["stdout"], result["stderr"]) == ("\ufffdok", "\ufffd")
+    assert (result["stdout"], result["stderr"]) == ("", "")
+    assert base64.b64decode(result["stdout_base64"]) == b"\377ok"
+    assert base64.b64decode(result["stderr_base64"]) == b"\376"
 
 
 async def test_timeout_kills_the_whole_process_group_and_keeps_partial_output(
