@@ -12,6 +12,10 @@ first and reconnect after (a WebSocket kept open across ``loadvm`` hangs).
 
 A VM is configured by one frozen :class:`~pytest_adare.vm_options.VMOptions`;
 :meth:`reboot` is the one way to start a VM again (same object, fresh disk).
+
+Its parts are made through three seams whose defaults are the real ones (unit tests
+pass fakes): ``machine_factory`` (the :class:`Machine`), ``qga_factory`` (the QGA client
+on the machine's ``qga_path``) and ``connector`` (opens the agent connection).
 """
 
 from __future__ import annotations
@@ -19,10 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from PIL import Image
 
@@ -46,7 +50,8 @@ from pytest_adare.guest import AsyncGuest, Guest
 from pytest_adare.image.agent_bundle import AgentBundle, build_agent_bundle
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.qemu.machine import Machine
+from pytest_adare.qemu.accel import AccelRequest
+from pytest_adare.qemu.machine import Machine, MachineImage
 from pytest_adare.qemu.qga import AsyncQGAClient
 from pytest_adare.qemu.screen import QemuScreen
 from pytest_adare.vm_options import READY_TAG, VMOptions
@@ -58,6 +63,29 @@ LISTEN_PROBE_TIMEOUT = 120.0
 """Bound on waiting for the agent to report (over serial) that it listens."""
 LISTEN_PING_FIRST_TIMEOUT = 1.0
 LISTEN_PING_MAX_TIMEOUT = 3.0
+
+
+class MachineFactory(Protocol):
+    """Makes a VM's (not yet started) machine; the :class:`Machine` class is one."""
+
+    def __call__(
+        self,
+        manifest: MachineImage,
+        workdir: Path,
+        *,
+        memory_mib: int | None,
+        cpus: int | None,
+        accel: AccelRequest,
+        network: bool,
+        fw_cfg: Mapping[str, Path] | None,
+        name: str,
+    ) -> Machine: ...
+
+
+QGAFactory = Callable[[Path], AsyncQGAClient]
+"""Makes the QGA client for the machine's ``qga_path``."""
+Connector = Callable[["VM"], Awaitable[AgentConnection]]
+"""Opens the agent connection of a started VM (:raise AgentUnreachable: when it cannot)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +113,12 @@ class VM:
         *,
         name: str = "vm",
         config_overrides: Mapping[str, Any] | None = None,
+        machine_factory: MachineFactory = Machine,
+        qga_factory: QGAFactory = AsyncQGAClient,
+        connector: Connector | None = None,
     ) -> None:
+        """``machine_factory``, ``qga_factory``, ``connector``: see the module docstring;
+        the default connector is :meth:`open_transport`."""
         self.manifest = manifest
         self.workdir = Path(workdir)
         self.options = options or VMOptions()
@@ -100,6 +133,9 @@ class VM:
         self._qga: AsyncQGAClient | None = None
         self._guest: Guest | None = None
         self._progress: Progress | None = None
+        self._new_machine = machine_factory
+        self._new_qga = qga_factory
+        self._connector: Connector = connector or VM.open_transport
 
     # -- public state -------------------------------------------------------------------
 
@@ -131,7 +167,7 @@ class VM:
     def qga(self) -> AsyncQGAClient:
         """The QGA client of this VM (async; created on first use)."""
         if self._qga is None:
-            self._qga = AsyncQGAClient(self.machine.qga_path)
+            self._qga = self._new_qga(self.machine.qga_path)
         return self._qga
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
@@ -167,7 +203,7 @@ class VM:
             if handoff.initrd is not None:
                 booted = replace(self.manifest, initrd=handoff.initrd)
         t = time.monotonic()
-        self._machine = Machine(
+        self._machine = self._new_machine(
             booted,
             self.workdir,
             memory_mib=self.options.memory_mib,
@@ -244,20 +280,27 @@ class VM:
 
         await self.machine.bounded(sync(), timeout + 5, "qemu-ga to answer guest-sync")
 
+    async def open_transport(self) -> AgentConnection:
+        """Connect to the agent over ``transport`` (the default connector).
+
+        :raise AgentUnreachable: the agent did not answer (not yet diagnosed).
+        """
+        if self.transport == "serial":
+            path = self.machine.agent_serial_path
+            try:
+                return await SerialAgentClient.connect(path, timeout=30.0)
+            except AgentDisconnected as exc:
+                raise AgentUnreachable(
+                    f"the agent does not answer on its serial link {path}",
+                    {"attempts": [str(exc)]},
+                ) from exc
+        port = self.machine.agent_port
+        assert port is not None, "websocket transport without a forwarded port"
+        return await AgentClient.connect("127.0.0.1", port, self.token, backoff=0.5)
+
     async def _aconnect(self) -> AgentConnection:
         try:
-            if self.transport == "serial":
-                path = self.machine.agent_serial_path
-                try:
-                    return await SerialAgentClient.connect(path, timeout=30.0)
-                except AgentDisconnected as exc:
-                    raise AgentUnreachable(
-                        f"the agent does not answer on its serial link {path}",
-                        {"attempts": [str(exc)]},
-                    ) from exc
-            port = self.machine.agent_port
-            assert port is not None, "websocket transport without a forwarded port"
-            return await AgentClient.connect("127.0.0.1", port, self.token, backoff=0.5)
+            return await self._connector(self)
         except AgentUnreachable as failure:
             self.machine.check_alive()
             raise await self._adiagnose(failure) from failure
