@@ -50,7 +50,10 @@ def launch(
 
     :raise ValueError: an option has a value it cannot take (before anything starts).
     :raise ImageError: the image spec cannot be resolved.
-    :raise VMLaunchError, VMTimeout, VMDied, AgentUnreachable: the VM did not come up.
+    :raise VMLaunchError: QEMU could not start.
+    :raise VMTimeout: the guest or its agent did not come up in time.
+    :raise VMDied: QEMU exited or the guest stopped while starting.
+    :raise AgentUnreachable: the agent could not be connected (the message says why).
     """
     options = VMOptions(
         memory_mib=memory_mib,

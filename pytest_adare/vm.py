@@ -184,13 +184,16 @@ class VM:
     def start(self, progress: Progress | None = None) -> VM:
         """Boot, get the agent running, connect; one progress line per phase.
 
-        :raise VMLaunchError, VMTimeout, VMDied: QEMU or the guest did not come up.
+        :raise VMLaunchError: QEMU could not start.
+        :raise VMTimeout: the guest or its agent did not come up in time.
+        :raise VMDied: QEMU exited or the guest stopped while starting.
         :raise AgentUnreachable: the agent could not be connected (the message says why).
         """
         self._progress = progress
         self.phases.clear()
         t = time.monotonic()
-        self._bundle = build_agent_bundle(gui=self.manifest.desktop)
+        # pyautogui and its helpers go into the bundle only when the agent drives the GUI.
+        self._bundle = build_agent_bundle(gui=self.manifest.desktop and self.gui != "host")
         self._phase("bundle", t, f"{self._bundle.version} {self._bundle.bundle_hash[:12]}")
         entries: dict[str, Path] = {}
         hand_off = ""

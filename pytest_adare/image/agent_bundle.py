@@ -95,7 +95,13 @@ def _package_dir(name: str) -> Path:
     # packages installed in editable mode are found by their own finder.
     spec = importlib.machinery.PathFinder.find_spec(name) or importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"package {name!r} is not installed on the host")
+        hint = (
+            " (an agent that drives a desktop needs the gui extra: "
+            "pip install 'pytest-adare[gui]')"
+            if name in GUI_PACKAGES
+            else ""
+        )
+        raise ModuleNotFoundError(f"package {name!r} is not installed on the host{hint}")
     return Path(next(iter(spec.submodule_search_locations)))
 
 

@@ -142,3 +142,16 @@ def test_websockets_version_imports_metadata_only_where_it_is_used() -> None:
     assert lazy_version_metadata_import(moved) == moved
     other = b"import importlib.metadata\nversion = importlib.metadata.version('x')\n"
     assert lazy_version_metadata_import(other) == other
+
+
+def test_a_missing_gui_package_names_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_adare.image import agent_bundle
+
+    monkeypatch.setattr(agent_bundle, "GUI_PACKAGES", ("adare_no_such_gui_pkg",))
+    with pytest.raises(ModuleNotFoundError, match=r"pytest-adare\[gui\]"):
+        agent_bundle._package_dir("adare_no_such_gui_pkg")
+    with pytest.raises(ModuleNotFoundError) as plain:
+        agent_bundle._package_dir("adare_no_such_other_pkg")
+    assert "[gui]" not in str(plain.value)
