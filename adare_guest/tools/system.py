@@ -106,6 +106,7 @@ def _user_switch(run_as_user: str, env: dict[str, str]) -> dict[str, Any]:
     """Popen kwargs that run the child as ``run_as_user`` (POSIX, agent must be root)."""
     if IS_WINDOWS:
         raise ShellError("run_as_user is not supported on Windows by this agent")
+    # Deferred: pwd does not exist on Windows, where this module must still import.
     import pwd
 
     try:
@@ -126,6 +127,7 @@ def _admin_prefix(admin: bool) -> list[str]:
     if not admin:
         return []
     if IS_WINDOWS:
+        # Deferred: only Windows asks ctypes whether the agent is elevated.
         import ctypes
 
         if not ctypes.windll.shell32.IsUserAnAdmin():  # type: ignore[attr-defined]
@@ -331,6 +333,7 @@ def _background_dir(ctx: CallContext) -> Path:
             return candidate
     except OSError:
         pass
+    # Deferred: only the fallback needs it; start-up stays light.
     import tempfile
 
     try:
@@ -637,6 +640,7 @@ def _interfaces() -> list[str]:
 def _users() -> list[str]:
     if IS_WINDOWS:
         return []
+    # Deferred: pwd does not exist on Windows, where this module must still import.
     import pwd
 
     return sorted(e.pw_name for e in pwd.getpwall() if e.pw_uid == 0 or e.pw_uid >= 1000)
