@@ -353,18 +353,26 @@ class VM:
         self._guest.aio.attach(await self._aconnect())
 
     def reconnect(self) -> None:
-        """Close the agent connection and connect again (diagnosed when that fails)."""
+        """Close the agent connection and connect again (diagnosed when that fails).
+
+        :raise VMDied: the machine is not running (with the reason and the console tail).
+        """
 
         async def reconnect() -> None:
+            self.machine.check_alive()
             await self._adisconnect()
             await self._areconnect()
 
         self._run(reconnect())
 
     def save_ready(self, tag: str = READY_TAG) -> None:
-        """Save the VM (RAM, devices, disk) as its ready state; the agent reconnects after."""
+        """Save the VM (RAM, devices, disk) as its ready state; the agent reconnects after.
+
+        :raise VMDied: the machine is not running, or died meanwhile.
+        """
 
         async def save() -> None:
+            self.machine.check_alive()
             await self._adisconnect()
             await self.machine.asavevm(tag)
             await self._areconnect()
@@ -372,9 +380,13 @@ class VM:
         self._run(save())
 
     def restore_ready(self, tag: str = READY_TAG) -> None:
-        """Return to the saved ready state (disconnect, ``loadvm``, reconnect)."""
+        """Return to the saved ready state (disconnect, ``loadvm``, reconnect).
+
+        :raise VMDied: the machine is not running, or died meanwhile.
+        """
 
         async def restore() -> None:
+            self.machine.check_alive()
             await self._adisconnect()
             await self.machine.aloadvm(tag)
             await self._areconnect()

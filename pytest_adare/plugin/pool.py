@@ -5,6 +5,11 @@ images, boots a VM per distinct :class:`~pytest_adare.plugin.options.VMRequest` 
 it to a clean state before each test (:meth:`VMPool.prepare`) and remembers the first
 infrastructure failure of each configuration, so later tests error at once with that
 cause instead of timing out one by one.
+
+A VM that died (guest panic or poweroff, QEMU crashed or killed, QMP gone), or whose
+clean step failed, is started again for the next test (:meth:`VM.reboot`, one
+progress line saying why); only when that fresh start fails too is the configuration
+broken (:class:`VMBroken`).
 """
 
 from __future__ import annotations
@@ -76,6 +81,11 @@ class VMBroken(AdareError):
 def describe_error(error: BaseException) -> str:
     """An error as a first cause: our errors speak for themselves, others get their type."""
     return str(error) if isinstance(error, AdareError) else f"{type(error).__name__}: {error}"
+
+
+def first_line(text: str) -> str:
+    """The first line of ``text`` (an error's message can carry a console tail)."""
+    return text.strip().splitlines()[0] if text.strip() else text
 
 
 def is_infrastructure_error(error: BaseException) -> bool:
@@ -186,11 +196,19 @@ class VMPool:
     def prepare(self, pooled: PooledVM, isolation: str) -> None:
         """Bring ``pooled`` to the clean state ``isolation`` promises, before a test.
 
-        On an infrastructure error the VM's configuration is marked broken.
+        A dead VM, or one whose clean step fails, is started again first; when that
+        fails too, the VM's configuration is marked broken.
         """
         started = time.monotonic()
         try:
-            done = self._clean(pooled, isolation)
+            why = self._death(pooled)
+            if why is None:
+                try:
+                    done = self._clean(pooled, isolation)
+                except Exception as error:  # any failure: the VM's state is unknown
+                    why = f"could not be cleaned ({first_line(describe_error(error))})"
+            if why is not None:
+                done = self._replace(pooled, isolation, why)
         except Exception as error:
             self.mark_broken(pooled, describe_error(error))
             raise
@@ -222,6 +240,24 @@ class VMPool:
             vm.restore_ready()
             return "restore ready state"
         return ""
+
+    @staticmethod
+    def _death(pooled: PooledVM) -> str | None:
+        """``died (why)`` when ``pooled``'s machine is gone (QEMU exited, guest panicked,
+        shut down or stopped), else None."""
+        try:
+            pooled.vm.machine.check_alive()
+        except AdareError as died:
+            return f"died ({first_line(str(getattr(died, 'reason', died)))})"
+        return None
+
+    def _replace(self, pooled: PooledVM, isolation: str, why: str) -> str:
+        """Start ``pooled`` again from scratch, then clean it as ``isolation`` says."""
+        self._progress(f"{pooled.vm.name} {why}: starting it again")
+        self._restart(pooled)
+        pooled.dirty = pooled.suspect = False
+        done = self._clean(pooled, isolation)
+        return "fresh boot" + (f" + {done}" if done else "")
 
     def _restart(self, pooled: PooledVM) -> None:
         """Start the VM again from a fresh overlay on the base image (:meth:`VM.reboot`)."""

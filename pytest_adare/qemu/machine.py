@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from PIL import Image
-from qemu.qmp import EventListener, QMPClient
+from qemu.qmp import EventListener, ExecuteError, QMPClient, QMPError
 
 from pytest_adare.errors import SnapshotError, VMDied, VMLaunchError, VMTimeout
 from pytest_adare.loop_thread import shared_loop
@@ -513,16 +513,33 @@ class Machine:
     # ---------------------------------------------------------------- QMP/HMP
     async def aqmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
         """Async twin of :meth:`qmp`."""
-        if self._qmp is None or self._died is None:
-            raise VMDied(self._down_reason(), self.console_tail())
-        return await self.bounded(
-            self._qmp.execute(cmd, args or None), timeout, f"QMP command {cmd}"
-        )
+        if self._qmp is None or not self.is_running():
+            raise VMDied(f"{self._down_reason()}; cannot run QMP {cmd}", self.console_tail())
+        try:
+            return await self.bounded(
+                self._qmp.execute(cmd, args or None), timeout, f"QMP command {cmd}"
+            )
+        except ExecuteError:  # QEMU's own answer to the command: the caller's business
+            raise
+        except (QMPError, OSError, EOFError) as exc:
+            # The QMP connection itself failed (QEMU died or closed it): that is the
+            # machine dying, whatever state qemu.qmp's client was left in.
+            raise self._qmp_lost(cmd, exc) from exc
+
+    def _qmp_lost(self, cmd: str, exc: BaseException) -> VMDied:
+        cause = f"{type(exc).__name__}: {exc}".strip()
+        if self.is_running():
+            reason = f"QMP connection of {self.name} lost during {cmd} ({cause})"
+        else:
+            reason = f"{self._down_reason()} (QMP {cmd} failed: {cause})"
+        return VMDied(reason, self.console_tail())
 
     def qmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
         """Run a QMP command and return its ``return`` value.
 
         :raise qemu.qmp.ExecuteError: QEMU answered with an error.
+        :raise VMDied: the machine is not running, or QMP failed underneath (the cause
+            and the console tail are in the error; no ``qemu.qmp`` state error escapes).
         """
         return self._run(self.aqmp(cmd, timeout, **args))
 
