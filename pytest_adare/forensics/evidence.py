@@ -14,6 +14,12 @@ both separate; drive letters become a directory; NUL is refused; components
 longer than 255 bytes are shortened with a hash), checked to stay under
 ``dest`` after resolving, and written only where no symlink sits between
 ``dest`` and the file. A file larger than ``max_bytes`` is cut off and removed.
+
+The manifest's name is reserved: a guest path whose first component is
+``adare-evidence.json`` lands under ``adare-evidence.json~guest`` instead. The
+manifest is written through a temporary file created exclusively (``O_EXCL``, a
+random name), so no pulled file, whatever the guest named it (e.g.
+``.adare-evidence.json.part``), can be overwritten or moved by it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import asyncio
 import hashlib
 import json
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
@@ -181,7 +188,7 @@ async def pull_changed(
     the collection. Returns the host paths of the files pulled.
     """
     root = await asyncio.to_thread(_make_root, dest)
-    used: set[PurePosixPath] = {PurePosixPath(MANIFEST_NAME)}
+    used: set[PurePosixPath] = set()
     skip = set() if include_timestamps_only else set(diff.timestamps_only)
     records: list[EvidenceRecord] = []
     pulled: list[Path] = []
@@ -224,7 +231,7 @@ async def _pull_one(
 ) -> None:
     target: Path | None = None
     try:
-        relative = _unique(relative_evidence_path(record.guest_path), used)
+        relative = _unique(_off_reserved(relative_evidence_path(record.guest_path)), used)
         target = await asyncio.to_thread(contained_path, root, relative)
         await guest.pull(record.guest_path, target, progress=_SizeCap(record.guest_path, max_bytes))
         size, sha256 = await asyncio.to_thread(_hash_pulled, target, root, max_bytes)
@@ -235,6 +242,13 @@ async def _pull_one(
             await asyncio.to_thread(_remove_partial, target)
         record.status, record.reason = "failed", str(exc)
         record.size = record.sha256 = None
+
+
+def _off_reserved(relative: PurePosixPath) -> PurePosixPath:
+    """``relative``, moved aside when its first component is the manifest's name."""
+    if relative.parts[0] != MANIFEST_NAME:
+        return relative
+    return PurePosixPath(f"{MANIFEST_NAME}~guest", *relative.parts[1:])
 
 
 def _remove_partial(target: Path) -> None:
@@ -249,6 +263,12 @@ def _write_manifest(path: Path, diff: FsDiff, records: list[EvidenceRecord]) -> 
         "diff": diff.metadata,
         "files": [asdict(record) for record in records],
     }
-    temporary = path.with_name(f".{path.name}.part")
-    temporary.write_text(json.dumps(document, indent=1), encoding="ascii")
-    os.replace(temporary, path)
+    # Created exclusively under a fresh random name: never a file the guest had pulled.
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="ascii") as stream:
+            json.dump(document, stream, indent=1)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

@@ -289,3 +289,27 @@ async def test_the_guest_facade_passes_the_size_cap_on(
     row = manifest(dest)[report]
     assert pulled == [] and row["status"] == "failed"
     assert "1000000" in row["reason"]
+
+
+@pytest.mark.asyncio
+async def test_guest_files_named_like_the_manifest_or_its_temp_file_are_kept(
+    hostile_guest: AsyncGuest, dest: Path
+) -> None:
+    planted = {
+        "/.adare-evidence.json.part": b"looks like the manifest's temp file",
+        "/adare-evidence.json/inside": b"makes the manifest's name a directory",
+    }
+    FILES.update({path: honest(data) for path, data in planted.items()})
+    try:
+        pulled = await pull_changed(hostile_guest, created(*planted), dest)
+    finally:
+        for path in planted:
+            del FILES[path]
+    rows = manifest(dest)
+    assert len(pulled) == 2 and {rows[p]["status"] for p in planted} == {"pulled"}
+    for path, data in planted.items():
+        assert (dest / rows[path]["host_path"]).read_bytes() == data, path
+    assert rows["/.adare-evidence.json.part"]["host_path"] == ".adare-evidence.json.part"
+    assert rows["/adare-evidence.json/inside"]["host_path"] == "adare-evidence.json~guest/inside"
+    assert json.loads((dest / MANIFEST_NAME).read_text())["format"] == "adare-evidence"
+    assert all_files(dest) == {*pulled, dest / MANIFEST_NAME}
