@@ -28,7 +28,11 @@ fi
 # Per-VM files the host appended to this initrd (fast: the firmware loads it by DMA).
 if [ -f /handoff/config.json ]; then
     mkdir -p /newroot/adare/run
-    cp /handoff/config.json /newroot/adare/run/config.json
+    # Owner-only (it holds the agent's token): a new file, renamed over any old one.
+    rm -f /newroot/adare/run/config.json.new
+    (umask 077 && cat /handoff/config.json > /newroot/adare/run/config.json.new)
+    chmod 600 /newroot/adare/run/config.json.new
+    mv -f /newroot/adare/run/config.json.new /newroot/adare/run/config.json
     echo "adare-initrd: config.json from the initrd"
 fi
 if [ -f /handoff/bundle.pyz ]; then

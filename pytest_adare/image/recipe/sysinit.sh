@@ -34,7 +34,7 @@ done
 mkdir -p /adare/run
 fw_cfg=/sys/firmware/qemu_fw_cfg/by_name/opt/adare
 if [ -r "$fw_cfg/config.json/raw" ]; then
-    cat "$fw_cfg/config.json/raw" > /adare/run/config.json
+    install_private "$fw_cfg/config.json/raw" /adare/run/config.json
     say "config.json from fw_cfg"
 fi
 if [ -r "$fw_cfg/bundle.pyz/raw" ]; then
