@@ -13,9 +13,9 @@ import pytest_asyncio
 
 from adare_guest.config import AgentConfig
 from adare_guest.server import AdareVMServer
+from pytest_adare.agent.transfer import PULL_CHUNK
 from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.errors import AgentUnreachable, GuestCommandFailed, ToolError
-from pytest_adare.agent.transfer import PULL_CHUNK
 from pytest_adare.guest import AsyncGuest, Guest
 from pytest_adare.loop_thread import shared_loop
 
