@@ -9,6 +9,23 @@ when the transport reports it is gone, fails every pending call at once. A trans
 only implements :meth:`CallRouter._transmit` (send one message's JSON text), feeds
 each received message to :meth:`CallRouter._receive` and calls
 :meth:`CallRouter._fail_all` / :meth:`CallRouter._stop_events` as it goes down.
+
+The guest is hostile, so what it sends is judged message by message:
+
+* a message above ``max_message_bytes`` (default :data:`DEFAULT_MAX_MESSAGE_BYTES`),
+  one that is not JSON, nests too deep, is not an object or has an unknown type and
+  no id of a pending call: :class:`ProtocolViolation` **for the connection**. The
+  transport closes it and every pending call fails at once with that cause; nothing
+  of the stream after such a message can be trusted to belong to anyone.
+* a message whose envelope is broken but whose ``id`` names a pending call (a
+  ``tool_result`` with a field of the wrong type): only **that call** fails with
+  :class:`ProtocolViolation`; the connection and the other calls go on.
+* a ``tool_result`` for an id nobody waits for (a late answer, or a lie) is dropped:
+  the call it should have answered ends by its own timeout (:class:`VMTimeout`).
+
+Whatever else goes wrong in a transport's reader (any exception) ends the connection
+the same way: the first cause wins, :attr:`CallRouter.closed` turns true and no call
+waits out its timeout on a reader that is gone.
 """
 
 from __future__ import annotations
@@ -46,6 +63,11 @@ DEFAULT_CALL_TIMEOUT = 300.0
 """Host-side bound on a call when neither the caller nor the tool's params give one."""
 TIMEOUT_GRACE = 30.0
 """Added to a tool's own ``timeout`` param: the agent enforces that one and answers."""
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+"""Host-side bound on one guest→host message (``max_message_bytes`` of both clients).
+
+Room for an ``execute_shell`` result at the agent's default output caps (16 MiB of
+stdout and of stderr) even in the worst JSON escaping (6 bytes per control byte)."""
 CLIENT_INFO = {"name": "pytest-adare", "version": __version__, "protocol_version": PROTOCOL_VERSION}
 
 
@@ -63,8 +85,18 @@ class CallRouter(ABC):
     them with :class:`ProtocolViolation`).
     """
 
-    def __init__(self, peer: str, *, disconnect_type: type[Exception] | None = None) -> None:
+    def __init__(
+        self,
+        peer: str,
+        *,
+        disconnect_type: type[Exception] | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        if max_message_bytes < 1024:
+            raise ValueError(f"max_message_bytes must be at least 1024, got {max_message_bytes}")
         self.peer = peer
+        self.max_message_bytes = max_message_bytes
+        """The largest guest→host message accepted; a bigger one ends the connection."""
         self._disconnect_type = disconnect_type
         self._pending: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
         self._subscribers: list[EventCallback] = []
@@ -159,16 +191,41 @@ class CallRouter(ABC):
                 f"no answer to our connect message from {self.peer} within {timeout:.1f} s"
             ) from None
 
+    def too_large(self, size: int) -> ProtocolViolation:
+        """The error for a guest message of ``size`` bytes above ``max_message_bytes``."""
+        return ProtocolViolation(
+            f"the agent at {self.peer} sent a message of {size} bytes, above "
+            f"max_message_bytes={self.max_message_bytes} (the host's bound on one message "
+            "from the guest; raise it on the client if such answers are expected)"
+        )
+
     def _receive(self, data: str | bytes) -> None:
         """Route one whole message as received (JSON text).
 
-        :raise ProtocolViolation: it is not a valid protocol message.
+        A broken message that names a pending call by its id fails only that call.
+
+        :raise ProtocolViolation: the message ends the connection (see the module
+            docstring): too large, not JSON, too deep, not a protocol message.
         """
+        if len(data) > self.max_message_bytes:  # bytes, or characters (each at least one byte)
+            size = len(data) if isinstance(data, bytes) else len(data.encode(errors="replace"))
+            raise self.too_large(size)
         try:
             message = parse_message(data)
         except ProtocolError as exc:
-            raise ProtocolViolation(
+            violation = ProtocolViolation(
                 f"the agent at {self.peer} sent an invalid message ({exc}): {data[:200]!r}"
+            )
+            if exc.message_id is not None and exc.message_id in self._pending:
+                tool, future = self._pending.pop(exc.message_id)
+                if not future.done():
+                    future.set_exception(ProtocolViolation(f"{tool!r}: {violation}"))
+                return
+            raise violation from exc
+        except Exception as exc:  # the parser must never kill the reader (the guest is hostile)
+            raise ProtocolViolation(
+                f"the agent at {self.peer} sent a message the host cannot parse "
+                f"({type(exc).__name__}: {exc}): {data[:200]!r}"
             ) from exc
         if isinstance(message, ToolResult):
             self._resolve(message)

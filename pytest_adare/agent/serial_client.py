@@ -17,6 +17,12 @@ without acting twice); when all attempts fail the link counts as dropped and eve
 pending call fails with :class:`AgentDisconnected`. A poller fetches the guest's
 results and events: at once while data flows, every few milliseconds while calls are
 pending, backing off to :data:`IDLE_POLL_MAX` when idle.
+
+The guest's messages are reassembled from fragments up to ``max_message_bytes``
+(default :data:`~pytest_adare.agent.call_router.DEFAULT_MAX_MESSAGE_BYTES`): a
+fragment that announces a bigger message is refused before any of it is kept, and a
+fragment out of order or with a size that changes mid-message ends the link. Any
+failure of the poller fails every pending call at once and closes the client.
 """
 
 from __future__ import annotations
@@ -30,9 +36,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, overload
 
 from adare_guest.serial_link import (
-    DEFAULT_MAX_GUEST_MESSAGE,
     SEND_CHUNK,
     Answer,
+    ErrorCode,
     Fragment,
     HostLink,
     LinkError,
@@ -44,7 +50,7 @@ from adare_guest.serial_link import (
     fragments,
 )
 from pytest_adare.agent.call_router import CLIENT_INFO as WEBSOCKET_CLIENT_INFO
-from pytest_adare.agent.call_router import CallRouter
+from pytest_adare.agent.call_router import DEFAULT_MAX_MESSAGE_BYTES, CallRouter
 from pytest_adare.errors import AgentDisconnected, ProtocolViolation
 
 EXCHANGE_TIMEOUT = 4.0
@@ -206,10 +212,14 @@ class SerialAgentClient(CallRouter):
 
     ping = _PingMethod()
 
-    def __init__(self, channel: SerialLinkChannel, *, max_message: int = DEFAULT_MAX_GUEST_MESSAGE):
-        super().__init__(channel.peer, disconnect_type=AgentDisconnected)
+    def __init__(
+        self, channel: SerialLinkChannel, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    ):
+        super().__init__(
+            channel.peer, disconnect_type=AgentDisconnected, max_message_bytes=max_message_bytes
+        )
         self._channel = channel
-        self._inbound = Reassembler(max_message)
+        self._inbound = Reassembler(max_message_bytes)
         self._wake = asyncio.Event()
         self.link_info: dict[str, Any] = {}
         self._poller: asyncio.Task[None] | None = None
@@ -218,21 +228,32 @@ class SerialAgentClient(CallRouter):
 
     @classmethod
     async def connect(
-        cls, path: str | os.PathLike[str], *, timeout: float = 30.0, **channel_options: Any
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = 30.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        **channel_options: Any,
     ) -> SerialAgentClient:
         """Open the socket, start a fresh session in the agent and exchange ``connect``.
+
+        ``max_message_bytes`` bounds one (reassembled) message from the agent.
 
         :raise AgentDisconnected: the socket or the agent did not answer in time.
         """
         channel = await SerialLinkChannel.open(path, timeout=timeout, **channel_options)
-        return await cls.attach(channel, timeout=timeout)
+        return await cls.attach(channel, timeout=timeout, max_message_bytes=max_message_bytes)
 
     @classmethod
     async def attach(
-        cls, channel: SerialLinkChannel, *, timeout: float = 30.0
+        cls,
+        channel: SerialLinkChannel,
+        *,
+        timeout: float = 30.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> SerialAgentClient:
         """Start a session over an already open channel (closed again when this fails)."""
-        client = cls(channel)
+        client = cls(channel, max_message_bytes=max_message_bytes)
         try:
             await client._start(timeout)
         except BaseException:
@@ -316,14 +337,26 @@ class SerialAgentClient(CallRouter):
         self._wake.set()  # an answer is coming: poll at once
 
     async def _poll_loop(self) -> None:
+        # Whatever ends this loop, pending calls fail at once and the client is closed.
+        failure: Exception = AgentDisconnected(f"polling the agent on {self.peer} stopped")
+        try:
+            await self._poll_until_failure()
+        except (AgentDisconnected, ProtocolViolation) as exc:
+            failure = exc
+        except RemoteError as exc:
+            failure = ProtocolViolation(str(exc))
+        except Exception as exc:  # a bug or a hostile message we did not foresee
+            failure = ProtocolViolation(
+                f"reading from the agent on {self.peer} failed: {type(exc).__name__}: {exc}"
+            )
+            failure.__cause__ = exc
+        finally:
+            self._fail_all(failure)
+
+    async def _poll_until_failure(self) -> None:
         pause = 0.0
         while self._failure is None:
-            try:
-                got_data = await self._poll_once()
-            except (AgentDisconnected, ProtocolViolation, RemoteError) as exc:
-                failure = exc if not isinstance(exc, RemoteError) else ProtocolViolation(str(exc))
-                self._fail_all(failure)
-                return
+            got_data = await self._poll_once()
             if got_data:
                 pause = 0.0
                 continue
@@ -342,6 +375,12 @@ class SerialAgentClient(CallRouter):
         try:
             message = self._inbound.add(Fragment.parse(body[1:]))
         except LinkError as exc:
+            if exc.code == ErrorCode.TOO_LARGE:
+                raise ProtocolViolation(
+                    f"the agent on {self.peer} announced a message above max_message_bytes="
+                    f"{self.max_message_bytes} (the host's bound on one message from the "
+                    f"guest): {exc}"
+                ) from exc
             raise ProtocolViolation(f"bad fragment from the agent on {self.peer}: {exc}") from exc
         if message is not None:
             self._receive(message)
@@ -351,7 +390,7 @@ class SerialAgentClient(CallRouter):
 def _json_object(body: bytes, what: str) -> dict[str, Any]:
     try:
         value = json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ProtocolViolation(f"the agent's {what} is not JSON: {body[:200]!r}") from exc
     if not isinstance(value, dict):
         raise ProtocolViolation(f"the agent's {what} is not a JSON object: {body[:200]!r}")

@@ -186,7 +186,7 @@ def chunk_layout(guest_path: str, first: dict[str, Any], chunk_size: int) -> tup
     untrusted, and a lying size must not make the host write or hash gigabytes."""
     try:
         total_chunks, file_size = int(first["total_chunks"]), int(first.get("file_size", 0))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # e.g. 1e400 reads as infinity
         raise ToolError(
             "pull_file_chunk", f"{guest_path!r}: chunk 0 has no valid size", None
         ) from None
@@ -214,7 +214,7 @@ def chunk_data(
         )
     try:
         data = base64.b64decode(chunk.get("chunk_data") or "", validate=True)
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, TypeError):  # TypeError: not text at all
         raise ToolError(
             "pull_file_chunk", f"{guest_path!r}: chunk {index} is not base64", None
         ) from None

@@ -11,7 +11,10 @@ message: QEMU's user-mode forwarding accepts the host's TCP connection even when
 nothing listens in the guest, so an open socket proves nothing. Calls, results and
 events are routed by :class:`~pytest_adare.agent.call_router.CallRouter`; this module only
 moves WebSocket text frames. When the connection drops, every pending call fails at
-once with :class:`AgentDisconnected`.
+once with :class:`AgentDisconnected`; when the agent sends something the host refuses
+(a message above ``max_message_bytes``, a binary frame, an invalid message, see
+:mod:`~pytest_adare.agent.call_router`) or the reader fails in any way, the connection
+closes and every pending call fails at once with :class:`ProtocolViolation`.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ import contextlib
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.frames import CloseCode
 
 from pytest_adare.agent.call_router import (
     CLIENT_INFO,
     DEFAULT_CALL_TIMEOUT,
+    DEFAULT_MAX_MESSAGE_BYTES,
     TIMEOUT_GRACE,
     CallRouter,
 )
@@ -34,6 +39,7 @@ from pytest_adare.errors import AgentDisconnected, AgentUnreachable, ProtocolVio
 __all__ = [
     "CLIENT_INFO",
     "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_MAX_MESSAGE_BYTES",
     "TIMEOUT_GRACE",
     "AgentClient",
     "describe_error",
@@ -49,8 +55,14 @@ def describe_error(exc: BaseException) -> str:
 class AgentClient(CallRouter):
     """A live WebSocket connection to the agent; create it with :meth:`connect`."""
 
-    def __init__(self, websocket: ClientConnection, peer: str) -> None:
-        super().__init__(peer)
+    def __init__(
+        self,
+        websocket: ClientConnection,
+        peer: str,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        super().__init__(peer, max_message_bytes=max_message_bytes)
         self._ws = websocket
         self._reader = asyncio.create_task(self._read_loop(), name=f"agent-reader {peer}")
 
@@ -66,8 +78,12 @@ class AgentClient(CallRouter):
         attempts: int = 6,
         backoff: float = 0.25,
         attempt_timeout: float = 5.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> AgentClient:
         """Connect and complete the ``connect`` exchange, retrying with a short backoff.
+
+        ``max_message_bytes`` bounds one message from the agent; a bigger one closes
+        the connection with a :class:`ProtocolViolation` that names the limit.
 
         :raise AgentUnreachable: when every attempt failed (``details["attempts"]`` lists
             each error) or the agent rejected the token.
@@ -77,7 +93,9 @@ class AgentClient(CallRouter):
         failures: list[str] = []
         for attempt in range(attempts):
             try:
-                return await cls._connect_once(host, port, token, attempt_timeout)
+                return await cls._connect_once(
+                    host, port, token, attempt_timeout, max_message_bytes
+                )
             except InvalidStatus as exc:
                 if exc.response.status_code in (401, 403):
                     raise AgentUnreachable(
@@ -105,18 +123,18 @@ class AgentClient(CallRouter):
 
     @classmethod
     async def _connect_once(
-        cls, host: str, port: int, token: str | None, timeout: float
+        cls, host: str, port: int, token: str | None, timeout: float, max_message_bytes: int
     ) -> AgentClient:
         headers = {"Authorization": f"Bearer {token}"} if token else None
         websocket = await ws_connect(
             f"ws://{host}:{port}",
             additional_headers=headers,
-            max_size=None,  # guest→host is unlimited (screenshots, file chunks)
+            max_size=max_message_bytes,  # a bigger frame or message: 1009, reported by name
             ping_interval=None,  # a paused VM (savevm) must not look like a dead peer
             compression=None,  # deflate of base64 chunks costs more than it saves
             open_timeout=timeout,
         )
-        client = cls(websocket, f"{host}:{port}")
+        client = cls(websocket, f"{host}:{port}", max_message_bytes=max_message_bytes)
         try:
             await client._exchange_connect(CLIENT_INFO, timeout)
         except BaseException:
@@ -154,7 +172,10 @@ class AgentClient(CallRouter):
             ) from exc
 
     async def _read_loop(self) -> None:
-        failure: Exception
+        # Whatever ends this loop, pending calls fail at once and the client is closed:
+        # a reader that dies silently would leave every call waiting out its timeout.
+        failure: Exception = AgentDisconnected(f"reading from the agent at {self.peer} stopped")
+        close_code: int | None = None
         try:
             async for frame in self._ws:
                 if isinstance(frame, bytes):
@@ -164,11 +185,28 @@ class AgentClient(CallRouter):
                 self._receive(frame)
             failure = AgentDisconnected(f"the agent at {self.peer} closed the connection")
         except ConnectionClosed as exc:
-            failure = AgentDisconnected(
-                f"connection to the agent at {self.peer} dropped: {describe_error(exc)}"
-            )
+            failure = self._closed_failure(exc)
         except ProtocolViolation as exc:
-            failure = exc
-            await self._ws.close(code=1002, reason="protocol violation")
-        self._fail_all(failure)
-        self._events.put_nowait(None)
+            failure, close_code = exc, CloseCode.PROTOCOL_ERROR
+        except Exception as exc:  # a bug or a hostile message we did not foresee
+            failure = ProtocolViolation(
+                f"reading from the agent at {self.peer} failed: {describe_error(exc)}"
+            )
+            failure.__cause__, close_code = exc, CloseCode.INTERNAL_ERROR
+        finally:
+            self._fail_all(failure)
+            self._events.put_nowait(None)
+        if close_code is not None:
+            await self._ws.close(code=close_code, reason="protocol violation")
+
+    def _closed_failure(self, exc: ConnectionClosed) -> Exception:
+        """Why the connection closed: our size limit by name, else a plain drop."""
+        if exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG:
+            return ProtocolViolation(
+                f"the agent at {self.peer} sent a message above max_message_bytes="
+                f"{self.max_message_bytes} (the host's bound on one message from the guest; "
+                f"{exc.sent.reason}); connection closed"
+            )
+        return AgentDisconnected(
+            f"connection to the agent at {self.peer} dropped: {describe_error(exc)}"
+        )
