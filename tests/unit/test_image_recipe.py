@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import replace
 
 from pytest_adare.image.recipe import debian_recipe
@@ -33,3 +34,15 @@ def test_changing_the_console_modules_renames_the_image() -> None:
     assert replace(console, rootfs_modules=("nf_tables", "nft_reject_inet")).recipe_hash() != (
         console.recipe_hash()
     )
+
+
+def test_desktop_image_carries_the_demo_dialog_and_what_it_runs_on() -> None:
+    desktop = debian_recipe(desktop=True)
+    assert "demo-dialog.sh" in desktop.scripts
+    assert {"python3-tk", "fonts-dejavu-core"} <= set(desktop.packages)
+    assert "demo-dialog.sh" not in debian_recipe().scripts
+    script = desktop.script("demo-dialog.sh").decode()
+    subprocess.run(["sh", "-n"], input=script, text=True, check=True)
+    program = script.split("<<'PYTHON'\n", 1)[1].rsplit("PYTHON\n", 1)[0]
+    compile(program, "demo-dialog.sh (python)", "exec")
+    assert "import tkinter" in program

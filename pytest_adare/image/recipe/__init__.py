@@ -36,6 +36,10 @@ _DESKTOP_PACKAGES = (
     "x11-xserver-utils",
     "python3-xlib",
     "python3-pil",
+    # Tk for the demo dialog GUI tests click (demo-dialog.sh); DejaVu fonts so Tk and
+    # openbox draw glyphs the host's OCR reads well.
+    "python3-tk",
+    "fonts-dejavu-core",
 )
 # nft, so a test can firewall the agent's port for real (issue 5's diagnosis). Its kernel
 # modules load on demand (the kernel runs modprobe when nft opens its netlink socket),
@@ -146,7 +150,12 @@ def debian_recipe(desktop: bool = False, suite: str = DEFAULT_SUITE) -> Recipe:
         display=(1024, 768),
         memory_mib=768,
         python_flags="",
-        scripts=(*_COMMON_SCRIPTS, "sysinit-extra-desktop.sh", "desktop-session.sh"),
+        scripts=(
+            *_COMMON_SCRIPTS,
+            "sysinit-extra-desktop.sh",
+            "desktop-session.sh",
+            "demo-dialog.sh",
+        ),
         inittab_extra=("::respawn:/adare/init/desktop-session.sh",),
         # Mesa's GL drivers and LLVM (GLX: unused), and what only imlib2's image loaders
         # dlopen (PostScript, HEIF/AV1 codecs): ~220 MB that no test reads.
