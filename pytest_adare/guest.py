@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import contextlib
 import json
 import os
@@ -50,12 +51,51 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ShellResult:
-    """What ``guest.shell()`` returns; ``.check()`` raises when ``returncode != 0``."""
+    """What ``guest.shell()`` returns; ``.check()`` raises when ``returncode != 0``.
+
+    ``stdout``/``stderr`` are text (output that is not UTF-8 is shown with replacement
+    characters); ``stdout_raw``/``stderr_raw`` are the bytes exactly as the command
+    wrote them (the agent carries non-UTF-8 output as base64, losslessly). The agent
+    keeps at most ``max_output_bytes`` of each stream: ``stdout_truncated`` says the
+    rest was dropped and ``stdout_total`` counts every byte the command wrote.
+    """
 
     returncode: int
     stdout: str
     stderr: str
     command: str
+    stdout_raw: bytes = b""
+    stderr_raw: bytes = b""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    stdout_total: int = -1
+    stderr_total: int = -1
+
+    def __post_init__(self) -> None:
+        # Built by hand from text only: the bytes and counts follow from the text.
+        for name in ("stdout", "stderr"):
+            text: str = getattr(self, name)
+            if not getattr(self, f"{name}_raw") and text:
+                object.__setattr__(self, f"{name}_raw", text.encode("utf-8", "surrogatepass"))
+            if getattr(self, f"{name}_total") < 0:
+                object.__setattr__(self, f"{name}_total", len(getattr(self, f"{name}_raw")))
+
+    @classmethod
+    def from_result(cls, command: str, result: Mapping[str, Any]) -> ShellResult:
+        """Read an ``execute_shell`` result; the guest is not trusted to send one.
+
+        :raise ToolError: no integer ``returncode`` (the command did not run to its end:
+            the agent's message says why), or a field of the wrong type or an
+            inconsistent one (invalid base64, a count below the bytes sent).
+        """
+        returncode = result.get("returncode")
+        if type(returncode) is not int:
+            message = result.get("message", "no return code")
+            raise ToolError("execute_shell", f"{command!r}: {message}", dict(result))
+        out = _stream(command, result, "stdout")
+        err = _stream(command, result, "stderr")
+        return cls(returncode, out[0], err[0], command, out[1], err[1], out[2], err[2],
+                   out[3], err[3])  # fmt: skip
 
     def check(self) -> ShellResult:
         """Return self when the command succeeded, else raise :class:`GuestCommandFailed`."""
@@ -67,6 +107,40 @@ class ShellResult:
     def ok(self) -> bool:
         """True when the command exited 0."""
         return self.returncode == 0
+
+    @property
+    def truncated(self) -> bool:
+        """True when the agent dropped output of either stream (above ``max_output_bytes``)."""
+        return self.stdout_truncated or self.stderr_truncated
+
+
+def _stream(command: str, result: Mapping[str, Any], name: str) -> tuple[str, bytes, bool, int]:
+    """(text, raw bytes, truncated, total bytes) of one output stream of a shell result."""
+
+    def malformed(why: str) -> ToolError:
+        return ToolError("execute_shell", f"{command!r}: malformed result: {why}", dict(result))
+
+    text, encoded = result.get(name, ""), result.get(f"{name}_base64")
+    truncated, total = result.get(f"{name}_truncated", False), result.get(f"{name}_bytes")
+    if not isinstance(text, str):
+        raise malformed(f"{name} is {type(text).__name__}, not text")
+    if type(truncated) is not bool:
+        raise malformed(f"{name}_truncated is {type(truncated).__name__}, not a boolean")
+    if encoded is None:
+        raw = text.encode("utf-8", "surrogatepass")
+    else:
+        if not isinstance(encoded, str) or text:
+            raise malformed(f"{name}_base64 must be base64 text with {name} empty")
+        try:
+            raw = base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError):
+            raise malformed(f"{name}_base64 is not valid base64") from None
+        text = raw.decode("utf-8", "replace")
+    if total is None:
+        total = len(raw)
+    if type(total) is not int or total < len(raw):
+        raise malformed(f"{name}_bytes={total!r} does not count the {len(raw)} bytes sent")
+    return text, raw, truncated, total
 
 
 @dataclass(frozen=True)
@@ -243,12 +317,16 @@ class AsyncGuest:
         timeout: float | None = None,
         admin: bool = False,
         run_as_user: str | None = None,
+        max_output_bytes: int | None = None,
     ) -> ShellResult:
         """Run ``command`` in the guest's shell and return rc, stdout and stderr.
 
         A non-zero exit is not an error here: call ``.check()`` for that.
+        ``max_output_bytes`` caps what the agent keeps of each stream (its default:
+        16 MiB; at most 64 MiB); the rest is counted, and ``.truncated`` says so.
 
-        :raise ToolError: the command could not run at all (or timed out without a code).
+        :raise ToolError: the command could not run at all (or timed out without a
+            code), or the agent's result is malformed.
         """
         params: dict[str, Any] = {"shell_command": command}
         if cwd is not None:
@@ -261,14 +339,9 @@ class AsyncGuest:
             params["admin"] = True
         if run_as_user is not None:
             params["run_as_user"] = run_as_user
-        result = await self.call("execute_shell", **params)
-        returncode = result.get("returncode")
-        if not isinstance(returncode, int):
-            message = result.get("message", "no return code")
-            raise ToolError("execute_shell", f"{command!r}: {message}", result)
-        return ShellResult(
-            returncode, str(result.get("stdout", "")), str(result.get("stderr", "")), command
-        )
+        if max_output_bytes is not None:
+            params["max_output_bytes"] = max_output_bytes
+        return ShellResult.from_result(command, await self.call("execute_shell", **params))
 
     # -- files ------------------------------------------------------------------------
 
