@@ -174,7 +174,7 @@ async def test_a_binary_frame_is_a_protocol_violation() -> None:
 
 
 async def test_lying_chunk_sizes_leave_no_file_and_the_connection_usable(tmp_path: Path) -> None:
-    answers = {
+    answers: dict[str, dict[str, Any]] = {
         "/etc/../../../../tmp/x": {"chunk_index": 0, "total_chunks": 10**30, "file_size": 1},
         "/home/../../y": {"chunk_index": 0, "total_chunks": 1, "file_size": 3,
                           "chunk_data": "QUFBQUFBQUFBQUFB"},  # 12 bytes for a 3-byte file
