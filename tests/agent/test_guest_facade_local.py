@@ -165,3 +165,36 @@ async def test_async_twin_awaited_from_another_loop(shared_loop_agent: AdareVMSe
         assert (await aio.call("get_timestamp"))["timestamp"] > 0
     finally:
         await aio.on_home_loop(aio.connection.close())
+
+
+SHELL_BINARY = bytes(range(256)) * 4  # every byte value, not UTF-8
+
+
+@pytest.mark.asyncio
+async def test_shell_binary_output_arrives_byte_for_byte(aguest: AsyncGuest) -> None:
+    octal = "".join(f"\\{byte:03o}" for byte in SHELL_BINARY)
+    result = await aguest.shell(f"printf '{octal}'; printf 'caf\\303\\251' >&2")
+    assert result.stdout_raw == SHELL_BINARY and not result.truncated
+    assert result.stdout == SHELL_BINARY.decode("utf-8", "replace")
+    assert (result.stderr, result.stderr_raw) == ("café", "café".encode())
+    assert (result.stdout_total, result.stderr_total) == (len(SHELL_BINARY), 5)
+
+
+@pytest.mark.asyncio
+async def test_shell_max_output_bytes_cuts_each_stream_and_counts_the_rest(
+    aguest: AsyncGuest,
+) -> None:
+    result = await aguest.shell(
+        "head -c 100000 /dev/zero | tr '\\0' x; head -c 300 /dev/zero >&2", max_output_bytes=1000
+    )
+    assert result.ok and result.truncated
+    assert (result.stdout, result.stdout_truncated, result.stdout_total) == (
+        "x" * 1000,
+        True,
+        100000,
+    )
+    assert (result.stderr_raw, result.stderr_truncated, result.stderr_total) == (
+        b"\0" * 300,
+        False,
+        300,
+    )
