@@ -44,7 +44,8 @@ from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.forensics.evidence import DEFAULT_MAX_BYTES, pull_changed
 from pytest_adare.forensics.snapshot import FsSnapshot
 from pytest_adare.loop_thread import SyncTwin, shared_loop, sync_context_twin, sync_twin
-from pytest_adare.screen_match import Box, ImageLike, Region, wait_for_image
+from pytest_adare.screen_match import Box, Region, Template, matcher_for, wait_for_image
+from pytest_adare.screen_text import Pattern, TextMatch, find_text, read_screen_text, wait_for_text
 
 T = TypeVar("T")
 
@@ -414,20 +415,70 @@ class AsyncGuest:
 
     async def wait_for_image(
         self,
-        template: ImageLike,
+        template: Template,
         timeout: float = 10.0,
         region: Region | None = None,
-        threshold: float = 0.9,
+        threshold: float | None = None,
     ) -> Box:
         """Take screenshots until ``template`` shows; its :class:`Box` on the screen.
 
-        GUI events of the agent wake the matcher early (see :mod:`pytest_adare.screen_match`).
+        ``template``: an image, a PNG path (with its needle sidecar, if any) or a
+        :class:`~pytest_adare.screen_match.Needle`; ``threshold`` defaults to the
+        needle's, else 0.9. GUI events of the agent wake the matcher early (see
+        :mod:`pytest_adare.screen_match`).
 
         :raise ImageNotFound: after ``timeout`` s, naming the best score and a saved screenshot.
         """
         return await wait_for_image(
             self.screenshot, template, timeout, region, threshold, events=self.events
         )
+
+    async def click_image(
+        self,
+        template: Template,
+        timeout: float = 10.0,
+        region: Region | None = None,
+        threshold: float | None = None,
+    ) -> Box:
+        """Wait for ``template`` like :meth:`wait_for_image`, then click it (its centre, or
+        the needle's click point); returns where it was found."""
+        matcher = matcher_for(template)
+        box = await self.wait_for_image(matcher, timeout, region, threshold)
+        dx, dy = matcher.click_offset
+        await self.click(box.x + dx, box.y + dy)
+        return box
+
+    async def screen_text(self, region: Region | None = None) -> str:
+        """The text read on the screen (or in ``region`` = x, y, width, height) by OCR on
+        the host (see :mod:`pytest_adare.screen_text`).
+
+        :raise OcrUnavailable: tesserocr or tesseract's English data is missing.
+        """
+        return await asyncio.to_thread(read_screen_text, await self.screenshot(), region)
+
+    async def find_text(self, pattern: Pattern, region: Region | None = None) -> list[TextMatch]:
+        """Every place ``pattern`` (literal text or a compiled regex) is read on the
+        screen now, each with its box and confidence; empty when nowhere."""
+        return await asyncio.to_thread(find_text, pattern, await self.screenshot(), region)
+
+    async def wait_for_text(
+        self, pattern: Pattern, timeout: float = 10.0, region: Region | None = None
+    ) -> TextMatch:
+        """Read the screen until ``pattern`` shows; the first match (re-read when the
+        screen changes, woken early by the agent's GUI events).
+
+        :raise TextNotFound: after ``timeout`` s, with the last screenshot and its text.
+        """
+        return await wait_for_text(self.screenshot, pattern, timeout, region, events=self.events)
+
+    async def click_text(
+        self, pattern: Pattern, timeout: float = 10.0, region: Region | None = None
+    ) -> TextMatch:
+        """Wait for ``pattern`` like :meth:`wait_for_text`, then click the centre of the
+        matched text; returns the match."""
+        match = await self.wait_for_text(pattern, timeout, region)
+        await self.click(*match.center)
+        return match
 
     # -- forensics --------------------------------------------------------------------
 
@@ -570,6 +621,11 @@ class Guest(SyncTwin[AsyncGuest]):
     drag = sync_twin(AsyncGuest.drag)
     scroll = sync_twin(AsyncGuest.scroll)
     wait_for_image = sync_twin(AsyncGuest.wait_for_image)
+    click_image = sync_twin(AsyncGuest.click_image)
+    screen_text = sync_twin(AsyncGuest.screen_text)
+    find_text = sync_twin(AsyncGuest.find_text)
+    wait_for_text = sync_twin(AsyncGuest.wait_for_text)
+    click_text = sync_twin(AsyncGuest.click_text)
     fs_snapshot = sync_twin(AsyncGuest.fs_snapshot)
     watch_fs = sync_context_twin(AsyncGuest.watch_fs)
     pull_changed = sync_twin(AsyncGuest.pull_changed)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import json
 import os
 import tempfile
 import time
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Union
 
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from pytest_adare.errors import AdareError
 
@@ -47,7 +48,15 @@ if TYPE_CHECKING:
 
     GreyArray = npt.NDArray[np.float64]
 
-__all__ = ["Box", "ImageNotFound", "TemplateMatcher", "find", "wait_for_image"]
+__all__ = [
+    "Box",
+    "ImageNotFound",
+    "Needle",
+    "NeedleError",
+    "TemplateMatcher",
+    "find",
+    "wait_for_image",
+]
 
 ImageLike = Union[Image.Image, "npt.NDArray[Any]", str, "os.PathLike[str]"]
 Region = tuple[int, int, int, int]
@@ -73,6 +82,153 @@ class Box:
     def center(self) -> tuple[int, int]:
         """The middle of the box, e.g. to click on."""
         return self.x + self.width // 2, self.y + self.height // 2
+
+
+class NeedleError(AdareError, ValueError):
+    """A needle's JSON sidecar is unreadable or describes areas that make no sense."""
+
+
+NEEDLE_KEYS = frozenset({"match", "exclude", "threshold", "click"})
+
+
+@dataclass(frozen=True)
+class Needle:
+    """A template PNG and what of it must match: ``Needle.load("needles/ok.png")``.
+
+    The optional JSON sidecar (``ok.json`` beside ``ok.png``) holds, in the PNG's pixels::
+
+        {"match": [[x, y, width, height], ...],     # areas that must match (default: all)
+         "exclude": [[x, y, width, height], ...],   # areas inside them to ignore
+         "threshold": 0.9,                          # default 0.9
+         "click": [x, y]}                           # default: the centre of the match areas
+
+    The template is the bounding box of the match areas; only their pixels outside every
+    exclude area are compared, so a clock or a cursor inside an exclude area cannot
+    spoil the match. Areas may also be written ``{"x": .., "y": .., "width": ..,
+    "height": ..}``.
+    """
+
+    image: Image.Image
+    match: tuple[Region, ...] = ()
+    exclude: tuple[Region, ...] = ()
+    threshold: float = 0.9
+    click: tuple[int, int] | None = None
+    source: str = "needle"
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Needle:
+        """The PNG at ``path`` and, when it exists, its ``.json`` sidecar.
+
+        :raise NeedleError: the sidecar is not valid JSON or describes bad areas.
+        :raise OSError: the PNG cannot be read.
+        """
+        png = Path(path)
+        with Image.open(png) as opened:
+            image = opened.copy()
+        sidecar = png.with_suffix(".json")
+        if not sidecar.is_file():
+            return cls(image, source=str(png))
+        try:
+            spec = json.loads(sidecar.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            raise NeedleError(f"needle sidecar {sidecar}: not readable JSON ({error})") from None
+        return cls.from_spec(image, spec, str(sidecar))
+
+    @classmethod
+    def from_spec(cls, image: Image.Image, spec: object, source: str = "needle") -> Needle:
+        """A needle from the sidecar's parsed JSON (validated against ``image``).
+
+        :raise NeedleError: naming ``source`` and what is wrong.
+        """
+        if not isinstance(spec, dict):
+            raise NeedleError(f"{source}: expected a JSON object, got {type(spec).__name__}")
+        unknown = sorted(set(spec) - NEEDLE_KEYS)
+        if unknown:
+            raise NeedleError(
+                f"{source}: unknown key(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(NEEDLE_KEYS))}"
+            )
+        match = tuple(
+            _area(a, image, f"{source} match[{i}]") for i, a in enumerate(spec.get("match", []))
+        )
+        exclude = tuple(
+            _area(a, image, f"{source} exclude[{i}]") for i, a in enumerate(spec.get("exclude", []))
+        )
+        threshold = spec.get("threshold", 0.9)
+        if (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, (int, float))
+            or not (0 < threshold <= 1)
+        ):
+            raise NeedleError(f"{source}: threshold must be a number in (0, 1], got {threshold!r}")
+        click = spec.get("click")
+        if click is not None:
+            if not (
+                isinstance(click, list)
+                and len(click) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in click)
+                and 0 <= click[0] < image.width
+                and 0 <= click[1] < image.height
+            ):
+                raise NeedleError(f"{source}: click must be [x, y] inside the image, got {click!r}")
+            click = (click[0], click[1])
+        return cls(image, match, exclude, float(threshold), click, source)
+
+    @property
+    def bounds(self) -> Region:
+        """The part of the image compared: the bounding box of the match areas."""
+        if not self.match:
+            return 0, 0, self.image.width, self.image.height
+        left = min(a[0] for a in self.match)
+        top = min(a[1] for a in self.match)
+        right = max(a[0] + a[2] for a in self.match)
+        bottom = max(a[1] + a[3] for a in self.match)
+        return left, top, right - left, bottom - top
+
+    def click_offset(self) -> tuple[int, int]:
+        """Where to click, relative to the top-left of :attr:`bounds`."""
+        left, top, width, height = self.bounds
+        if self.click is None:
+            return width // 2, height // 2
+        return self.click[0] - left, self.click[1] - top
+
+    def template_and_mask(self) -> tuple[Image.Image, Image.Image | None]:
+        """The cropped template and, when areas restrict it, a mask of the pixels that
+        count (mode ``L``: 255 compared, 0 ignored); None when every pixel counts."""
+        left, top, width, height = self.bounds
+        template = self.image.crop((left, top, left + width, top + height))
+        if not self.exclude and len(self.match) <= 1:
+            return template, None
+        mask = Image.new("L", (width, height), 0 if self.match else 255)
+        draw = ImageDraw.Draw(mask)
+        for areas, fill in ((self.match, 255), (self.exclude, 0)):
+            for x, y, w, h in areas:
+                draw.rectangle((x - left, y - top, x - left + w - 1, y - top + h - 1), fill=fill)
+        return template, mask
+
+
+def _area(value: object, image: Image.Image, where: str) -> Region:
+    if isinstance(value, dict) and set(value) == {"x", "y", "width", "height"}:
+        value = [value["x"], value["y"], value["width"], value["height"]]
+    if not (
+        isinstance(value, list)
+        and len(value) == 4
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        raise NeedleError(f"{where}: expected [x, y, width, height] in pixels, got {value!r}")
+    x, y, width, height = value
+    if (
+        width <= 0
+        or height <= 0
+        or x < 0
+        or y < 0
+        or x + width > image.width
+        or (y + height > image.height)
+    ):
+        raise NeedleError(
+            f"{where}: {value} is not inside the {image.width}x{image.height} needle image"
+        )
+    return x, y, width, height
 
 
 class ImageNotFound(AdareError, TimeoutError):
@@ -144,20 +300,66 @@ def _integral(array: GreyArray) -> GreyArray:
 
 
 class TemplateMatcher:
-    """A template prepared once for many screens (its FFT is cached per screen size)."""
+    """A template prepared once for many screens (its FFT is cached per screen size).
 
-    def __init__(self, template: ImageLike) -> None:
+    ``template`` is an image, an array, a PNG path (its JSON sidecar, if any, makes it a
+    :class:`Needle`) or a :class:`Needle`; a needle's mask leaves its exclude areas out
+    of the score.
+    """
+
+    def __init__(self, template: ImageLike | Needle) -> None:
+        if isinstance(template, (str, os.PathLike)):
+            template = Needle.load(template)
+        self.needle = template if isinstance(template, Needle) else None
+        mask_image = None
+        if isinstance(template, Needle):
+            template, mask_image = template.template_and_mask()
         grey = to_grey(template)
         self.height, self.width = grey.shape
         if self.height == 0 or self.width == 0:
             raise ValueError("the template is empty")
-        self._zero_mean = grey - grey.mean()
+        self._mask = None if mask_image is None else (to_grey(mask_image) > 127).astype(float)
+        weights = self._mask if self._mask is not None else 1.0
+        self._count = float(self._mask.sum()) if self._mask is not None else float(grey.size)
+        if self._count == 0:
+            raise ValueError("the needle's exclude areas leave nothing of its match areas")
+        mean = float((grey * weights).sum()) / self._count
+        self._zero_mean = (grey - mean) * weights
         self._energy = float((self._zero_mean**2).sum())
-        if self._energy < _MIN_VARIANCE * grey.size:
+        if self._energy < _MIN_VARIANCE * self._count:
             raise ValueError(
                 "the template has no contrast (one flat colour); cut one with some detail"
             )
-        self._spectra: dict[tuple[int, int], npt.NDArray[np.complex128]] = {}
+        self._spectra: dict[tuple[str, int, int], npt.NDArray[np.complex128]] = {}
+
+    @property
+    def threshold(self) -> float:
+        """The needle's threshold, else 0.9."""
+        return self.needle.threshold if self.needle is not None else 0.9
+
+    @property
+    def click_offset(self) -> tuple[int, int]:
+        """Where to click relative to a found box's top-left (the needle's click point)."""
+        if self.needle is not None:
+            return self.needle.click_offset()
+        return self.width // 2, self.height // 2
+
+    def _correlate(
+        self,
+        screen_spectrum: npt.NDArray[np.complex128],
+        name: str,
+        kernel: GreyArray,
+        shape: tuple[int, int],
+    ) -> GreyArray:
+        """``sum(screen window * kernel)`` at every position where the kernel fits."""
+        # Deferred: numpy is an optional extra; to_grey checked it when the template loaded.
+        import numpy as np
+
+        key = (name, *shape)
+        if key not in self._spectra:
+            self._spectra[key] = np.fft.rfft2(kernel[::-1, ::-1], s=shape)
+        full = np.fft.irfft2(screen_spectrum * self._spectra[key], s=shape)
+        return full[self.height - 1 :, self.width - 1 :]
 
     def scores(self, screen: GreyArray) -> GreyArray:
         """The score of every position where the template fits inside ``screen``."""
@@ -171,16 +373,16 @@ class TemplateMatcher:
                 f"area ({cols}x{rows})"
             )
         shape = (rows, cols)
-        if shape not in self._spectra:
-            flipped = self._zero_mean[::-1, ::-1]
-            self._spectra[shape] = np.fft.rfft2(flipped, s=shape)
-        full = np.fft.irfft2(np.fft.rfft2(screen) * self._spectra[shape], s=shape)
-        numerator = full[self.height - 1 :, self.width - 1 :]
-        count = self.height * self.width
-        sums = _window_sums(_integral(screen), self.height, self.width)
-        squares = _window_sums(_integral(screen**2), self.height, self.width)
-        variance = np.maximum(squares - sums**2 / count, 0.0)
-        flat = variance < _MIN_VARIANCE * count
+        spectrum = np.fft.rfft2(screen)
+        numerator = self._correlate(spectrum, "template", self._zero_mean, shape)
+        if self._mask is None:
+            sums = _window_sums(_integral(screen), self.height, self.width)
+            squares = _window_sums(_integral(screen**2), self.height, self.width)
+        else:
+            sums = self._correlate(spectrum, "mask", self._mask, shape)
+            squares = self._correlate(np.fft.rfft2(screen**2), "mask", self._mask, shape)
+        variance = np.maximum(squares - sums**2 / self._count, 0.0)
+        flat = variance < _MIN_VARIANCE * self._count
         denominator = np.sqrt(np.where(flat, 1.0, variance) * self._energy)
         return np.where(flat, 0.0, np.clip(numerator / denominator, -1.0, 1.0))
 
@@ -210,16 +412,25 @@ def _check_region(region: Region, shape: tuple[int, ...]) -> Region:
     return region
 
 
+Template = ImageLike | Needle | TemplateMatcher
+
+
+def matcher_for(template: Template) -> TemplateMatcher:
+    """``template`` prepared for matching (a matcher is used as it is)."""
+    return template if isinstance(template, TemplateMatcher) else TemplateMatcher(template)
+
+
 def find(
-    template: ImageLike | TemplateMatcher,
+    template: Template,
     screenshot: ImageLike,
     region: Region | None = None,
-    threshold: float = 0.9,
+    threshold: float | None = None,
 ) -> Box | None:
-    """The best match of ``template`` on ``screenshot`` if its score reaches ``threshold``."""
-    matcher = template if isinstance(template, TemplateMatcher) else TemplateMatcher(template)
+    """The best match of ``template`` on ``screenshot`` if its score reaches ``threshold``
+    (default: the needle's, else 0.9)."""
+    matcher = matcher_for(template)
     box = matcher.best(screenshot, region)
-    return box if box.score >= threshold else None
+    return box if box.score >= (matcher.threshold if threshold is None else threshold) else None
 
 
 class EventSource(Protocol):
@@ -233,18 +444,21 @@ Screenshot = Callable[[], "Awaitable[Image.Image] | Image.Image"]
 
 async def wait_for_image(
     screenshot_fn: Screenshot,
-    template: ImageLike,
+    template: Template,
     timeout: float = 10.0,
     region: Region | None = None,
-    threshold: float = 0.9,
+    threshold: float | None = None,
     events: EventSource | None = None,
 ) -> Box:
-    """Take screenshots until ``template`` shows (score >= ``threshold``); return its box.
+    """Take screenshots until ``template`` shows (score >= ``threshold``, default the
+    needle's, else 0.9); return its box.
 
     :raise ImageNotFound: after ``timeout`` seconds, with the best score seen and the
         last screenshot saved to a temporary PNG named in the message.
     """
-    matcher = TemplateMatcher(template)
+    matcher = matcher_for(template)
+    if threshold is None:
+        threshold = matcher.threshold
     screen_changed = asyncio.Event()
     loop = asyncio.get_running_loop()
 
