@@ -77,6 +77,8 @@ GroupFactory = Callable[[AgentConfig, AgentState], ToolGroup]
 WEBSOCKET_MAX_SIZE = 4 * MAX_HOST_MESSAGE
 """Frames up to this size are read and answered with an error when > 16 MiB;
 larger ones make websockets close the connection (1009) before buffering them."""
+CLOSE_HANDSHAKE_TIMEOUT = 2.0
+"""Seconds a client gets to answer the closing handshake when the agent stops."""
 CLOSE_WAIT = 10.0
 """Seconds :meth:`Session.close` waits for cancelled calls to finish."""
 
@@ -324,6 +326,8 @@ class AdareVMServer:
                 compression=None,
                 ping_interval=20,
                 ping_timeout=20,
+                # A client that does not answer our close must not hold a SIGTERM'd agent.
+                close_timeout=CLOSE_HANDSHAKE_TIMEOUT,
             )
         except OSError as exc:
             self.record_error(f"cannot listen on {host}:{self.config.port}: {exc}")
@@ -340,7 +344,16 @@ class AdareVMServer:
         self.listening = False
         if server is not None:
             server.close()
-            await asyncio.wait_for(server.wait_closed(), CLOSE_WAIT + 5)
+            try:
+                await asyncio.wait_for(
+                    asyncio.shield(server.wait_closed()), CLOSE_HANDSHAKE_TIMEOUT + 1
+                )
+            except TimeoutError:
+                # A client that does not read blocks the closing handshake's send (it
+                # has no timeout of its own): cut such connections off.
+                for session in list(self.sessions):
+                    session.abort()
+                await asyncio.wait_for(server.wait_closed(), CLOSE_WAIT)
         for session in list(self.sessions):
             await session.close()
 
@@ -357,7 +370,10 @@ class AdareVMServer:
                 await asyncio.sleep(retry_bind)
         try:
             assert self._server is not None
-            await self._server.serve_forever()
+            # Not serve_forever(): on cancel it waits, unbounded, for every closing
+            # handshake, and a client that does not read never finishes one. stop()
+            # bounds that wait.
+            await self._server.wait_closed()
         finally:
             await self.stop()
 
@@ -429,14 +445,19 @@ class Session:
                 f"{limit:.0f} s; dropping it"
             ) from None
 
+    def abort(self) -> None:
+        """Cut the client's connection at once (no closing handshake), if the transport
+        gave a way to; the transport's read loop then ends and closes the session."""
+        if self._abort is not None:
+            self._abort()
+
     def _drop(self, reason: str) -> None:
         """Give up on a client that does not read: close its connection, cancel its calls."""
         if self.closed:
             return
         self.dropped = reason
         self.server.record_error(reason)
-        if self._abort is not None:
-            self._abort()
+        self.abort()
         self._closing = asyncio.get_running_loop().create_task(self.close())
 
     async def send(self, msg: Message) -> None:

@@ -266,3 +266,26 @@ def pending_output(session: Any) -> int:
 def healthy_peer(client: Any) -> str:
     host, port = client.ws.local_address[:2]
     return f"{host}:{port}"
+
+
+async def test_a_client_that_stops_reading_does_not_delay_sigterm(
+    agent_process: AgentProcess,
+) -> None:
+    ws = await connect(f"ws://127.0.0.1:{agent_process.port}", max_size=None)
+    await ws.recv()  # welcome
+    ws.transport.pause_reading()
+    for index in range(4):
+        await ws.send(
+            json.dumps(
+                {
+                    "type": "tool_call",
+                    "id": f"big-{index}",
+                    "timestamp": None,
+                    "tool": "execute_shell",
+                    "params": {"shell_command": "yes | head -c 16000000"},
+                }
+            )
+        )
+    await asyncio.sleep(2)  # the agent is now blocked sending to us
+    assert await asyncio.to_thread(agent_process.stop) < STOP_BOUND
+    ws.transport.abort()
