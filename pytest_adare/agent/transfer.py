@@ -63,10 +63,11 @@ async def pull_file(
     if first.get("is_directory"):
         raise ToolError("pull_file_chunk", f"{guest_path!r} is a directory in the guest", first)
     total_chunks, file_size = chunk_layout(guest_path, first, chunk_size)
-    part = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
+    part = target.with_name(f".{target.name}.{secrets.token_hex(8)}.part")
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with part.open("wb") as out:
+        # "x": never open a file that exists (a pulled guest file of that name, or a link).
+        with part.open("xb") as out:
             done = 0
 
             def write(answer: dict[str, Any], index: int) -> None:
