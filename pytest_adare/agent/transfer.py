@@ -65,9 +65,11 @@ async def pull_file(
     total_chunks, file_size = chunk_layout(guest_path, first, chunk_size)
     part = target.with_name(f".{target.name}.{secrets.token_hex(8)}.part")
     target.parent.mkdir(parents=True, exist_ok=True)
+    # "x": never open a file that exists (a pulled guest file of that name, or a link);
+    # opened before the try so a name we did not create is never removed.
+    out = part.open("xb")
     try:
-        # "x": never open a file that exists (a pulled guest file of that name, or a link).
-        with part.open("xb") as out:
+        with out:
             done = 0
 
             def write(answer: dict[str, Any], index: int) -> None:
