@@ -577,7 +577,7 @@ class Session:
             output_budget=self.output_budget,
         )
         task = asyncio.get_running_loop().create_task(
-            self._run_call(call, bound, params, ctx, limit)
+            self._run_call(ctx, self._call_reply(call, bound, params, ctx, limit))
         )
         self._calls[call.id] = (task, ctx)
         task.add_done_callback(lambda _t: self._call_done(call.id))
@@ -602,17 +602,10 @@ class Session:
                 return False
         return not self.closed
 
-    async def _run_call(
-        self,
-        call: ToolCall,
-        bound: BoundTool,
-        params: dict[str, Any],
-        ctx: CallContext,
-        limit: float,
-    ) -> None:
+    async def _run_call(self, ctx: CallContext, reply: Awaitable[ToolResult]) -> None:
+        """Send the call's reply; then its output reservations are free again."""
         try:
-            reply = await self._call_reply(call, bound, params, ctx, limit)
-            await self.send(reply)
+            await self.send(await reply)
         finally:
             ctx.release_output()
 

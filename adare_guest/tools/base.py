@@ -37,7 +37,7 @@ import threading
 import time
 import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, Union
 
@@ -143,33 +143,30 @@ def _taskkill(proc: Process) -> None:
         pass
 
 
-def _proc_parents() -> dict[int, int]:
-    """pid -> parent pid of every process in ``/proc`` (Linux; empty elsewhere)."""
-    parents: dict[int, int] = {}
+def _proc_files(name: str) -> Iterator[tuple[int, bytes]]:
+    """(pid, content of ``/proc/<pid>/<name>``) of every process that can be read."""
     try:
-        names = os.listdir("/proc")
+        entries = os.listdir("/proc")
     except OSError:
-        return parents
-    for name in names:
-        if not name.isdigit():
+        return
+    for entry in entries:
+        if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                data = handle.read()
+            with open(f"/proc/{entry}/{name}", "rb") as handle:
+                yield int(entry), handle.read()
         except OSError:
             continue
-        # The command name is in parentheses and may itself hold ") ": split at the last.
-        fields = data[data.rfind(b")") + 2 :].split()
-        if len(fields) > 1:
-            parents[int(name)] = int(fields[1])
-    return parents
 
 
 def descendants(pid: int) -> set[int]:
     """Pids of every living descendant of ``pid`` (by parent-pid chains in ``/proc``)."""
     children: dict[int, list[int]] = {}
-    for child, parent in _proc_parents().items():
-        children.setdefault(parent, []).append(child)
+    for child, data in _proc_files("stat"):
+        # The command name is in parentheses and may itself hold ") ": split at the last.
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(child)
     found: set[int] = set()
     stack = [pid]
     while stack:
@@ -183,22 +180,7 @@ def descendants(pid: int) -> set[int]:
 def marked_processes(marker: str) -> set[int]:
     """Pids whose environment holds ``ADARE_CALL_ID=<marker>``."""
     needle = f"{CALL_MARKER}={marker}".encode()
-    found: set[int] = set()
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as handle:
-                entries = handle.read().split(b"\0")
-        except OSError:
-            continue
-        if needle in entries:
-            found.add(int(name))
-    return found
+    return {pid for pid, data in _proc_files("environ") if needle in data.split(b"\0")}
 
 
 class CallContext:

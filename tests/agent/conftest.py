@@ -255,3 +255,45 @@ async def client(connect_client: ClientFactory) -> StrictClient:
 def strict_parser() -> Callable[[str | bytes], dict[str, Any]]:
     """:func:`strict_parse`, for tests that check raw agent output themselves."""
     return strict_parse
+
+
+AgentStarter = Callable[..., Awaitable[AdareVMServer]]
+
+
+@pytest_asyncio.fixture
+async def start_agent() -> AsyncIterator[AgentStarter]:
+    """Start agents of a test's own making: ``await start_agent(config, groups, **limits)``
+    sets each of ``limits`` (e.g. ``send_timeout=1.0``) on the server before it listens.
+    Every agent is stopped afterwards."""
+    servers: list[AdareVMServer] = []
+
+    async def start(
+        config: AgentConfig, groups: list[Any] | None = None, **limits: Any
+    ) -> AdareVMServer:
+        server = AdareVMServer(config, groups)
+        for name, value in limits.items():
+            if not hasattr(server, name):
+                raise AttributeError(f"AdareVMServer has no limit {name!r}")
+            setattr(server, name, value)
+        await server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        await server.stop()
+
+
+@pytest_asyncio.fixture
+async def client_of() -> AsyncIterator[Callable[[AdareVMServer], Awaitable[StrictClient]]]:
+    """Open a strict client to any running agent; every client is closed afterwards."""
+    clients: list[StrictClient] = []
+
+    async def open_client(server: AdareVMServer) -> StrictClient:
+        ws = await connect(agent_url(server), max_size=None, compression=None)
+        clients.append(StrictClient(ws))
+        return clients[-1]
+
+    yield open_client
+    for client in clients:
+        await client.close()

@@ -93,13 +93,16 @@ def agent_process(tmp_path: Path) -> Iterator[AgentProcess]:
             proc.wait()
 
 
+def call_text(tool: str, params: dict[str, Any], call_id: str) -> str:
+    """The text of one ``tool_call``."""
+    return json.dumps(
+        {"type": "tool_call", "id": call_id, "timestamp": None, "tool": tool, "params": params}
+    )
+
+
 async def call(ws: Any, tool: str, params: dict[str, Any], call_id: str = "c") -> dict[str, Any]:
     """Send one call on a raw connection; the first tool_result that answers it."""
-    await ws.send(
-        json.dumps(
-            {"type": "tool_call", "id": call_id, "timestamp": None, "tool": tool, "params": params}
-        )
-    )
+    await ws.send(call_text(tool, params, call_id))
     while True:
         msg = json.loads(await asyncio.wait_for(ws.recv(), 120))
         if msg["type"] == "tool_result" and msg["id"] == call_id:
@@ -164,24 +167,21 @@ class HoldTools(ToolGroup):
 
 
 @pytest_asyncio.fixture
-async def hold_server(tmp_path: Path) -> AsyncIterator[AdareVMServer]:
+async def hold_server(agent_config: AgentConfig, start_agent: Any) -> AsyncIterator[AdareVMServer]:
+    """An agent offering ``hold``, with 3 calls per session and a 0.5 s admission wait."""
     HoldTools.release = asyncio.Event()
-    server = AdareVMServer(AgentConfig(host="127.0.0.1", port=0, run_dir=tmp_path), [HoldTools])
-    server.max_calls_in_flight = 3
-    server.call_admission_wait = 0.5
-    await server.start()
     try:
-        yield server
+        yield await start_agent(
+            agent_config, [HoldTools], max_calls_in_flight=3, call_admission_wait=0.5
+        )
     finally:
         HoldTools.release.set()
-        await server.stop()
 
 
 async def test_calls_over_the_session_cap_wait_then_are_refused_by_name(
-    hold_server: AdareVMServer, strict_client_class: Any
+    hold_server: AdareVMServer, client_of: Any
 ) -> None:
-    port = hold_server.listen_address[1]  # type: ignore[index]
-    client = strict_client_class(await connect(f"ws://127.0.0.1:{port}"))
+    client = await client_of(hold_server)
     held = [await client.send_call("hold", {}) for _ in range(3)]
     refused = await client.call("hold", {}, timeout=30)
     assert refused["success"] is False
@@ -190,7 +190,6 @@ async def test_calls_over_the_session_cap_wait_then_are_refused_by_name(
     HoldTools.release.set()
     answers = [await client.result(call_id) for call_id in [*held, waiting]]
     assert all(a["success"] for a in answers)
-    await client.close()
 
 
 async def test_200_concurrent_calls_all_answer(client: Any) -> None:
@@ -204,16 +203,12 @@ async def test_200_concurrent_calls_all_answer(client: Any) -> None:
 
 
 @pytest_asyncio.fixture
-async def impatient_agent(agent_config: AgentConfig) -> AsyncIterator[AdareVMServer]:
+async def impatient_agent(agent_config: AgentConfig, start_agent: Any) -> AdareVMServer:
     """An agent that drops a client after 1 s (+ size at 1 MiB/s) of not reading."""
-    server = AdareVMServer(agent_config)
-    server.send_timeout = 1.0
-    server.max_pending_output = 8 * 1024 * 1024
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
+    server: AdareVMServer = await start_agent(
+        agent_config, send_timeout=1.0, max_pending_output=8 * 1024 * 1024
+    )
+    return server
 
 
 def write_zeros(path: Path, size: int) -> None:
@@ -222,7 +217,7 @@ def write_zeros(path: Path, size: int) -> None:
 
 
 async def test_a_client_that_stops_reading_is_dropped_and_others_keep_working(
-    impatient_agent: AdareVMServer, strict_client_class: Any, tmp_path: Path
+    impatient_agent: AdareVMServer, client_of: Any, tmp_path: Path
 ) -> None:
     big = tmp_path / "big.bin"
     write_zeros(big, 48 * 1024 * 1024)
@@ -231,18 +226,9 @@ async def test_a_client_that_stops_reading_is_dropped_and_others_keep_working(
     await slow.recv()  # welcome
     slow.transport.pause_reading()  # from now on the agent's sends back up
     for index in range(48):
-        await slow.send(
-            json.dumps(
-                {
-                    "type": "tool_call",
-                    "id": f"pull-{index}",
-                    "timestamp": None,
-                    "tool": "pull_file_chunk",
-                    "params": {"guest_path": str(big), "chunk_index": index},
-                }
-            )
-        )
-    healthy = strict_client_class(await connect(f"ws://127.0.0.1:{port}", max_size=None))
+        pull = {"guest_path": str(big), "chunk_index": index}
+        await slow.send(call_text("pull_file_chunk", pull, f"pull-{index}"))
+    healthy = await client_of(impatient_agent)
     deadline = time.monotonic() + 60
     peak_pending = 0
     while impatient_agent.last_error is None or "did not take" not in impatient_agent.last_error:
@@ -253,7 +239,6 @@ async def test_a_client_that_stops_reading_is_dropped_and_others_keep_working(
         await asyncio.sleep(0.2)
     assert peak_pending <= impatient_agent.max_pending_output
     assert len(impatient_agent.sessions) == 1  # only the healthy client is left
-    await healthy.close()
     slow.transport.abort()
 
 
@@ -275,17 +260,8 @@ async def test_a_client_that_stops_reading_does_not_delay_sigterm(
     await ws.recv()  # welcome
     ws.transport.pause_reading()
     for index in range(4):
-        await ws.send(
-            json.dumps(
-                {
-                    "type": "tool_call",
-                    "id": f"big-{index}",
-                    "timestamp": None,
-                    "tool": "execute_shell",
-                    "params": {"shell_command": "yes | head -c 16000000"},
-                }
-            )
-        )
+        big = {"shell_command": "yes | head -c 16000000"}
+        await ws.send(call_text("execute_shell", big, f"big-{index}"))
     await asyncio.sleep(2)  # the agent is now blocked sending to us
     assert await asyncio.to_thread(agent_process.stop) < STOP_BOUND
     ws.transport.abort()

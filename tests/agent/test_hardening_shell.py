@@ -13,16 +13,13 @@ import os
 import secrets
 import signal
 import stat
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from websockets.asyncio.client import connect
 
 from adare_guest.config import AgentConfig
-from adare_guest.server import AdareVMServer
 
 pytestmark = pytest.mark.asyncio
 
@@ -124,21 +121,12 @@ async def test_a_command_that_cannot_start_still_completes_its_events(client: An
 
 
 @pytest_asyncio.fixture
-async def unwritable_run_dir_client(
-    tmp_path: Path, strict_client_class: Any
-) -> AsyncIterator[Any]:
+async def unwritable_run_dir_client(tmp_path: Path, start_agent: Any, client_of: Any) -> Any:
     """A client of an agent whose run dir cannot hold a ``background`` directory."""
     run_dir = tmp_path / "run-is-a-file"
     run_dir.write_text("not a directory")
-    server = AdareVMServer(AgentConfig(host="127.0.0.1", port=0, run_dir=run_dir))
-    host, port = await server.start()
-    ws = await connect(f"ws://{host}:{port}", max_size=None)
-    client = strict_client_class(ws)
-    try:
-        yield client
-    finally:
-        await client.close()
-        await server.stop()
+    server = await start_agent(AgentConfig(host="127.0.0.1", port=0, run_dir=run_dir))
+    return await client_of(server)
 
 
 async def test_background_output_without_a_run_dir_goes_to_a_private_new_directory(
