@@ -518,7 +518,10 @@ async def _read_into(stream: asyncio.StreamReader | None, sink: CapturedOutput) 
 async def _run_captured(
     ctx: CallContext, argv: list[str], timeout: float
 ) -> tuple[int, bytes, bytes]:
-    """Run ``argv`` tracked by ``ctx``; (returncode, stdout, stderr); -9 on timeout."""
+    """Run ``argv`` tracked by ``ctx``; (returncode, stdout, stderr); -9 on timeout.
+
+    At most :data:`DEFAULT_MAX_OUTPUT` bytes of each stream are kept.
+    """
     proc = await asyncio.create_subprocess_exec(
         *argv,
         stdin=subprocess.DEVNULL,
@@ -527,15 +530,20 @@ async def _run_captured(
         start_new_session=not IS_WINDOWS,
     )
     ctx.track_process(proc)
+    out, err = CapturedOutput(DEFAULT_MAX_OUTPUT), CapturedOutput(DEFAULT_MAX_OUTPUT)
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        await asyncio.wait_for(
+            asyncio.gather(_read_into(proc.stdout, out), _read_into(proc.stderr, err), proc.wait()),
+            timeout,
+        )
     except TimeoutError:
-        kill_process_tree(proc)
+        kill_process_tree(proc, ctx.call_id)
         await proc.wait()
         return -9, b"", f"timed out after {timeout:g} s".encode()
     finally:
         ctx.untrack_process(proc)
-    return proc.returncode if proc.returncode is not None else -1, out, err
+    code = proc.returncode if proc.returncode is not None else -1
+    return code, bytes(out.data), bytes(err.data)
 
 
 def _spawn_background(ctx: CallContext, spec: CommandSpec, command_id: str) -> dict[str, Any]:
