@@ -24,6 +24,7 @@ import json
 import os
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -255,8 +256,17 @@ class AsyncGuest:
     the work is handed to the connection's loop and awaited from yours.
     """
 
-    def __init__(self, connection: AgentConnection, *, screen: Screen | None = None) -> None:
+    def __init__(
+        self,
+        connection: AgentConnection,
+        *,
+        screen: Screen | None = None,
+        agent_root: str | None = None,
+    ) -> None:
         self.events = EventHub()
+        self.agent_root = agent_root
+        """Where the agent and the plugin write in the guest (its run dir), if known;
+        :meth:`fs_snapshot` leaves it out unless ``include_agent=True``."""
         self.keyboard = AsyncKeyboard(self)
         self._connection = connection
         self._unsubscribe = connection.subscribe(self.events.dispatch)
@@ -490,11 +500,19 @@ class AsyncGuest:
         hash: bool = False,
         one_filesystem: bool = True,
         timeout: float | None = None,
+        include_agent: bool = False,
     ) -> FsSnapshot:
-        """Snapshot the guest tree under ``root``; ``after.diff(before)`` gives an FsDiff."""
+        """Snapshot the guest tree under ``root``; ``after.diff(before)`` gives an FsDiff.
+
+        The agent's own files (:attr:`agent_root`, its run dir) are left out unless
+        ``include_agent=True``: what the test harness writes is not the scenario's.
+        """
         params: dict[str, Any] = {"root_path": root, "hash": hash, "one_filesystem": one_filesystem}
-        if exclude is not None:
-            params["exclude"] = list(exclude)
+        excluded = list(exclude or [])
+        if not include_agent and self.agent_root:
+            excluded.append(self.agent_root)
+        if excluded:
+            params["exclude"] = excluded
         if timeout is not None:
             params["timeout"] = timeout
         result = await self._checked("get_filesystem_snapshot", **params)
@@ -546,6 +564,28 @@ class AsyncGuest:
             include_timestamps_only=include_timestamps_only,
             max_bytes=max_bytes,
         )
+
+    # -- clock ------------------------------------------------------------------------
+
+    async def set_time(self, moment: datetime) -> None:
+        """Set the guest's system clock (and its RTC where ``hwclock`` exists) to ``moment``.
+
+        A naive ``moment`` is taken as UTC. Linux guests: ``date -u -s @EPOCH``;
+        Windows guests: PowerShell ``Set-Date``.
+
+        :raise GuestCommandFailed: the guest refused (e.g. not allowed to set the time).
+        """
+        aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+        epoch = aware.timestamp()
+        if str(self.server_info.get("platform", "")).startswith("win"):
+            utc = aware.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            command = f"powershell -NoProfile -Command \"Set-Date -Date '{utc}'\""
+        else:
+            command = (
+                f"date -u -s @{epoch:.6f} >/dev/null && "
+                "{ ! command -v hwclock >/dev/null || hwclock -w -u 2>/dev/null || true; }"
+            )
+        (await self.shell(command, timeout=30)).check()
 
     # -- guest test functions ---------------------------------------------------------
 
@@ -633,6 +673,7 @@ class Guest(SyncTwin[AsyncGuest]):
     install_dependencies = sync_twin(AsyncGuest.install_dependencies)
     set_variables = sync_twin(AsyncGuest.set_variables)
     run_test = sync_twin(AsyncGuest.run_test)
+    set_time = sync_twin(AsyncGuest.set_time)
 
 
 __all__ = [

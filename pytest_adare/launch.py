@@ -35,6 +35,7 @@ def launch(
     accel: Accel = "auto",
     transport: Transport = "websocket",
     network: bool = True,
+    clock: str | None = None,
     gui: GuiMode = "agent",
     workdir: str | Path | None = None,
     keep_workdir: bool = False,
@@ -47,6 +48,9 @@ def launch(
     ``websocket`` or ``serial``; ``gui`` is ``agent`` (pyautogui in the guest) or
     ``host`` (QMP screendump and input). Progress lines (one per boot phase, with
     its time) go to ``progress``; pass None for silence.
+
+    ``clock`` (ISO 8601, e.g. ``"2024-03-01T09:00:00Z"``) boots the guest with its clock
+    there, running on the VM's virtual clock.
 
     :raise ValueError: an option has a value it cannot take (before anything starts).
     :raise ImageError: the image spec cannot be resolved.
@@ -61,6 +65,7 @@ def launch(
         accel=accel,
         transport=transport,
         network=network,
+        clock=clock,
         gui=gui,
     )
     manifest = resolve_image(str(image), progress=progress)

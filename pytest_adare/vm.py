@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -46,13 +47,21 @@ from pytest_adare.agent.install import (
 from pytest_adare.agent.serial_client import SerialAgentClient
 from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.errors import AdareError, AgentDisconnected, AgentUnreachable, QGAError
+from pytest_adare.forensics.diff import FsDiff
+from pytest_adare.forensics.evidence_bundle import BundleFacts, write_bundle
 from pytest_adare.guest import AsyncGuest, Guest
 from pytest_adare.image.agent_bundle import AgentBundle, build_agent_bundle
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu.accel import AccelRequest
+from pytest_adare.qemu.capture import DEFAULT_MAX_BYTES as CAPTURE_MAX
+from pytest_adare.qemu.capture import DEFAULT_SNAPLEN, NetworkCapture, network_capture
+from pytest_adare.qemu.disk_export import DiskFormat, export_disk
+from pytest_adare.qemu.evidence_capture import capture_evidence
 from pytest_adare.qemu.machine import Machine, MachineImage
+from pytest_adare.qemu.memory_dump import DUMP_TIMEOUT, DumpFormat, dump_guest_memory
 from pytest_adare.qemu.qga import AsyncQGAClient
+from pytest_adare.qemu.run_state import resume_guest
 from pytest_adare.qemu.screen import QemuScreen
 from pytest_adare.vm_options import READY_TAG, VMOptions
 
@@ -79,6 +88,7 @@ class MachineFactory(Protocol):
         network: bool,
         fw_cfg: Mapping[str, Path] | None,
         name: str,
+        rtc_base: str | None = None,
     ) -> Machine: ...
 
 
@@ -215,6 +225,8 @@ class VM:
             network=self.options.network,
             fw_cfg=entries,
             name=self.name,
+            # Only when asked: a factory that knows no clock still makes clock-less VMs.
+            **({"rtc_base": self.options.rtc_base} if self.options.clock else {}),
         )
         self.machine.start()
         self._phase("qemu", t, self.machine.accel_reason or f"accel {self.machine.accel}")
@@ -243,7 +255,9 @@ class VM:
         connection = await self._aconnect()
         screen = QemuScreen(self.machine, self.manifest.display) if self.gui == "host" else None
         if self._guest is None:
-            self._guest = Guest(AsyncGuest(connection, screen=screen))
+            self._guest = Guest(
+                AsyncGuest(connection, screen=screen, agent_root=self.layout.run_dir)
+            )
         else:  # a restarted machine: same facade, new connection and QEMU
             self._guest.aio.attach(connection)
             self._guest.aio.use_screen(screen)
@@ -436,6 +450,69 @@ class VM:
         except AdareError as exc:
             return [f"(agent log unavailable: {str(exc).splitlines()[0]})"]
         return data.decode("utf-8", "replace").splitlines()[-n:]
+
+    # -- evidence from the hypervisor (mechanics in qemu/, the manifest in forensics/) ------
+
+    def network_capture(
+        self, path: str | Path, *, snaplen: int = DEFAULT_SNAPLEN, max_bytes: int = CAPTURE_MAX
+    ) -> contextlib.AbstractContextManager[NetworkCapture]:
+        """``with vm.network_capture("net.pcap") as cap:`` the guest's traffic as pcap."""
+        return self._sync_context(network_capture(self.machine, path, snaplen=snaplen,
+                                                  max_bytes=max_bytes))  # fmt: skip
+
+    @contextlib.contextmanager
+    def _sync_context(self, manager: contextlib.AbstractAsyncContextManager[T]) -> Iterator[T]:
+        value = self._run(manager.__aenter__())
+        try:
+            yield value
+        finally:
+            self._run(manager.__aexit__(None, None, None))
+
+    def dump_memory(
+        self, path: str | Path, format: DumpFormat = "elf", *, resume: bool = True,
+        timeout: float = DUMP_TIMEOUT,
+    ) -> Path:  # fmt: skip
+        """The guest's RAM to ``path`` (paused; resumed after unless ``resume=False``)."""
+        dump = dump_guest_memory(self.machine, path, format=format, resume=resume, timeout=timeout)
+        return self._run(dump).path
+
+    def export_disk(self, path: str | Path, format: DiskFormat = "raw") -> Path:
+        """The guest's disk now (file systems frozen by qemu-ga, else synced) to ``path``."""
+        exported = export_disk(self.machine, path, format=format, qga=self._freezer(),
+                               flush=self._agent_sync)  # fmt: skip
+        return self._run(exported).path
+
+    def resume(self) -> None:
+        """Let a guest paused by ``dump_memory(..., resume=False)`` run again."""
+        self._run(resume_guest(self.machine))
+
+    def collect_evidence(
+        self, dest: str | Path, memory: bool = True, disk: bool = True, pcap: bool = True,
+        fs_diff: FsDiff | None = None, *, test_id: str | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """Pause once, take RAM (ELF), disk (raw) and the running captures' pcap into
+        ``dest``, resume; writes ``dest/manifest.json`` (+ CASE ``manifest.jsonld``).
+        Returns the manifest; see :mod:`pytest_adare.forensics.evidence_bundle`."""
+        target = Path(dest)
+        captured = self._run(capture_evidence(
+            self.machine, target, memory=memory, disk=disk, pcap=pcap,
+            qga=self._freezer(), flush=self._agent_sync,
+        ))  # fmt: skip
+        facts = BundleFacts(
+            image_name=self.manifest.name, image_disk_sha256=self.manifest.disk_sha256,
+            qemu_version=captured.qemu_version, qemu_argv=self.machine.argv,
+            host_at_pause=captured.host_time, guest_time=captured.guest_time,
+            host_at_guest_read=captured.host_time_at_guest_read, quiesced=captured.quiesced,
+            test_id=test_id, vm=dataclasses.asdict(self.options), notes=captured.notes,
+        )  # fmt: skip
+        return write_bundle(target, captured.files, facts, fs_diff)
+
+    def _freezer(self) -> AsyncQGAClient | None:
+        return self.qga if self.layout.os != "windows" else None
+
+    async def _agent_sync(self) -> None:
+        if self._guest is not None and self.layout.os != "windows":
+            await self._guest.aio.shell("sync", timeout=60)
 
     # -- shutdown -----------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ and hand it to :class:`~pytest_adare.vm.VM`; the allowed values live here once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Literal, get_args
 
 Accel = Literal["auto", "kvm", "tcg"]
@@ -25,6 +26,24 @@ BOOT_TIMEOUT = 300.0
 """Bound on guest boot up to the agent's start (TCG on a busy 2-core host is slow)."""
 DESKTOP_TIMEOUT = 120.0
 """Bound on a desktop guest's session getting a focused window after the agent connects."""
+
+
+def rtc_base(clock: str) -> str:
+    """``2024-03-01T10:00:00+01:00`` → ``2024-03-01T09:00:00`` (UTC, whole seconds).
+
+    :raise ValueError: not an ISO 8601 date or date-time, or before 1970.
+    """
+    try:
+        moment = datetime.fromisoformat(clock.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"clock must be an ISO 8601 date-time like 2024-03-01T09:00:00Z, got {clock!r}"
+        ) from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    if moment.year < 1970:
+        raise ValueError(f"clock must be 1970 or later, got {clock!r}")
+    return moment.strftime("%Y-%m-%dT%H:%M:%S")
 
 
 @dataclass(frozen=True)
@@ -49,8 +68,13 @@ class VMOptions:
     install: Install = "auto"
     boot_timeout: float = BOOT_TIMEOUT
     desktop_timeout: float = DESKTOP_TIMEOUT
+    clock: str | None = None
+    """The guest's clock at boot, ISO 8601 (``2024-03-01T09:00:00Z``; no offset = UTC);
+    it then runs on the VM's virtual clock. None: the host's time."""
 
     def __post_init__(self) -> None:
+        if self.clock is not None:
+            rtc_base(self.clock)
         checks: tuple[tuple[str, tuple[str, ...]], ...] = (
             ("accel", ACCELS),
             ("transport", TRANSPORTS),
@@ -70,6 +94,11 @@ class VMOptions:
         if self.boot_timeout <= 0 or self.desktop_timeout <= 0:
             raise ValueError("boot_timeout and desktop_timeout must be positive")
 
+    @property
+    def rtc_base(self) -> str | None:
+        """:attr:`clock` as QEMU's ``-rtc base=`` value (UTC), or None."""
+        return None if self.clock is None else rtc_base(self.clock)
+
     def describe(self) -> str:
         """Short text naming what differs from the defaults, e.g. ``transport=serial``."""
         parts = [f"accel={self.accel}", f"transport={self.transport}"]
@@ -77,6 +106,8 @@ class VMOptions:
             parts.append(f"memory={self.memory_mib}M")
         if self.cpus is not None:
             parts.append(f"cpus={self.cpus}")
+        if self.clock is not None:
+            parts.append(f"clock={self.clock}")
         if not self.network:
             parts.append("no network")
         if self.gui != "agent":

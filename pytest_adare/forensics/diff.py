@@ -26,7 +26,8 @@ __all__ = ["COMPARED_FIELDS", "TIMESTAMP_FIELDS", "FsDiff", "Modifications", "Pa
 COMPARED_FIELDS = ("type", "size", "mode", "uid", "gid", "target", "sha256", "mtime", "ctime")
 TIMESTAMP_FIELDS = frozenset({"mtime", "ctime"})
 _ENTRY_ATTRIBUTE = {"type": "kind"}
-EXPORT_FORMATS = ("json", "csv", "bodyfile")
+EXPORT_FORMATS = ("json", "csv", "bodyfile", "case")
+_SUFFIX_FORMATS = {"jsonld": "case"}
 
 FieldChanges = dict[str, tuple[Any, Any]]
 
@@ -142,14 +143,16 @@ class FsDiff:
         return self.summary()
 
     def export(self, path: str | Path, fmt: str | None = None) -> Path:
-        """Write the diff as ``json``, ``csv`` or ``bodyfile`` (mactime 3.x, 11 fields).
+        """Write the diff as ``json``, ``csv``, ``bodyfile`` (mactime 3.x, 11 fields) or
+        ``case`` (CASE/UCO JSON-LD).
 
-        ``fmt`` defaults to the file suffix. Returns the path written.
+        ``fmt`` defaults to the file suffix (``.jsonld`` is ``case``). Returns the path.
 
         :raise ValueError: unknown format.
         """
         target = Path(path)
-        chosen = fmt or target.suffix.lstrip(".")
+        suffix = target.suffix.lstrip(".")
+        chosen = fmt or _SUFFIX_FORMATS.get(suffix, suffix)
         if chosen not in EXPORT_FORMATS:
             raise ValueError(f"export format must be one of {EXPORT_FORMATS}, got {chosen!r}")
         export.WRITERS[chosen](self, target)

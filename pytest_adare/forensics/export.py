@@ -9,6 +9,7 @@
   with the name annotated `` (ADDED)``, `` (REMOVED)`` or
   `` (MODIFIED: fields)``. ``%``, ``|``, CR and LF in names are
   percent-encoded so every line has exactly 11 fields.
+- ``case``: CASE/UCO JSON-LD (:mod:`pytest_adare.forensics.case`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from pytest_adare.forensics import case
 from pytest_adare.forensics.entry import (
     Entry,
     SnapshotFormatError,
@@ -199,8 +201,14 @@ def tsk_mode_string(entry: Entry) -> str:
     return f"{letter}/{letter}{perms[1:]}"
 
 
+def write_case(diff: DiffLike, target: Path) -> None:
+    """CASE/UCO JSON-LD (see :mod:`pytest_adare.forensics.case`)."""
+    case.write_graph(case.diff_graph(diff, tool_version=case.tool_version()), target)
+
+
 WRITERS: dict[str, Callable[[DiffLike, Path], None]] = {
     "json": write_json,
     "csv": write_csv,
     "bodyfile": write_bodyfile,
+    "case": write_case,
 }

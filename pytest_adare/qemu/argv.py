@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,8 @@ from adare_guest.config import DEFAULT_PORT
 
 AGENT_GUEST_PORT = DEFAULT_PORT
 QGA_PORT_NAME = "org.qemu.guest_agent.0"
+NETDEV_ID = "net0"
+"""The id of the guest's network backend (a ``filter-dump`` attaches to it)."""
 
 Accel = Literal["tcg", "kvm"]
 
@@ -67,6 +70,10 @@ class MachineConfig:
     guest_agent_port: int = AGENT_GUEST_PORT
     fw_cfg: Mapping[str, Path] = field(default_factory=dict)
     name: str = "adare-vm"
+    rtc_base: str | None = None
+    """The guest's real-time clock at power-on, ``YYYY-MM-DDTHH:MM:SS`` in UTC; it then
+    runs on QEMU's virtual clock (stops while the VM is paused, restored by ``loadvm``).
+    None: the host's UTC time."""
     extra_args: Sequence[str] = ()
 
     def __post_init__(self) -> None:
@@ -82,9 +89,16 @@ class MachineConfig:
             raise ValueError("nothing to boot: give a disk, a kernel, or both")
         if not 0 < self.guest_agent_port < 65536:
             raise ValueError(f"guest_agent_port out of range: {self.guest_agent_port}")
+        if self.rtc_base is not None and not _RTC_BASE.fullmatch(self.rtc_base):
+            raise ValueError(
+                f"rtc_base must be YYYY-MM-DDTHH:MM:SS (UTC), got {self.rtc_base!r}"
+            )
         for name in self.fw_cfg:
             if not name.startswith("opt/") or "," in name:
                 raise ValueError(f"fw_cfg names must start with 'opt/' and hold no comma: {name!r}")
+
+
+_RTC_BASE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 
 
 def _opt_value(value: Path | str) -> str:
@@ -163,9 +177,16 @@ def _network_args(config: MachineConfig) -> list[str]:
     if not config.network:
         return ["-nic", "none"]
     return [
-        "-netdev", f"user,id=net0,hostfwd=tcp:127.0.0.1:0-:{config.guest_agent_port}",
-        "-device", "virtio-net-pci,netdev=net0",
+        "-netdev",
+        f"user,id={NETDEV_ID},hostfwd=tcp:127.0.0.1:0-:{config.guest_agent_port}",
+        "-device", f"virtio-net-pci,netdev={NETDEV_ID}",
     ]  # fmt: skip
+
+
+def _rtc_args(config: MachineConfig) -> list[str]:
+    if config.rtc_base is None:
+        return []
+    return ["-rtc", f"base={config.rtc_base},clock=vm"]
 
 
 def _fw_cfg_args(config: MachineConfig) -> list[str]:
@@ -187,6 +208,7 @@ def build_qemu_argv(config: MachineConfig) -> list[str]:
         "-nodefaults",
         "-no-user-config",
         "-no-reboot",
+        *_rtc_args(config),
         *_boot_args(config),
         *_serial_args(config),
         *_qga_args(config),

@@ -98,6 +98,7 @@ class Machine:
         qemu_binary: str = "qemu-system-x86_64",
         extra_args: Sequence[str] = (),
         kvm_progress_seconds: float = _KVM_PROGRESS_SECONDS,
+        rtc_base: str | None = None,
     ) -> None:
         self.manifest = manifest
         self.workdir = Path(workdir).resolve()
@@ -110,6 +111,7 @@ class Machine:
         self._fw_cfg = dict(fw_cfg or {})
         self._qemu_binary = qemu_binary
         self._extra_args = tuple(extra_args)
+        self._rtc_base = rtc_base
         self._kvm_progress_seconds = kvm_progress_seconds
         self.accel: str | None = None
         self.accel_reason: str | None = None
@@ -240,6 +242,7 @@ class Machine:
             network=self._network,
             fw_cfg=self._fw_cfg,
             name=self.name,
+            rtc_base=self._rtc_base,
             extra_args=self._extra_args,
         )
 

@@ -140,7 +140,7 @@ def test_bodyfile_name_escaping_is_reversible() -> None:
 
 
 def test_unknown_export_format_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"one of \('json', 'csv', 'bodyfile'\)"):
+    with pytest.raises(ValueError, match=r"one of \('json', 'csv', 'bodyfile', 'case'\)"):
         DIFF.export(tmp_path / "diff.xml")
 
 
