@@ -66,7 +66,7 @@ from adare_guest.tools.base import (
     tool,
     with_error_key,
 )
-from adare_guest.worker_pool import shared_pool
+from adare_guest.worker_pool import PoolExhausted, shared_pool
 
 log = logging.getLogger("adare_guest.server")
 
@@ -114,6 +114,15 @@ async def _exit_is_an_error(call: Awaitable[dict[str, Any]]) -> dict[str, Any]:
         return await call
     except SystemExit as exc:
         raise RuntimeError(f"the tool called exit({exc.code!r})") from None
+
+async def _encode_off_loop(msg: Message) -> str:
+    """``encode_message(msg)`` in pieces on a worker thread (inline when every worker
+    thread is stuck: the result must still go out)."""
+    try:
+        return await shared_pool().run(lambda: "".join(iter_encode_message(msg)))
+    except PoolExhausted:
+        return "".join(iter_encode_message(msg))
+
 
 class ChainTools(ToolGroup):
     """``chain_commands``: run several tool calls in order within one call."""
@@ -470,11 +479,7 @@ class Session:
         try:
             if is_large_message(msg):
                 spliced = encode_with_base64_text(msg)
-                text = (
-                    spliced
-                    if spliced is not None
-                    else await shared_pool().run(lambda: "".join(iter_encode_message(msg)))
-                )
+                text = spliced if spliced is not None else await _encode_off_loop(msg)
             else:
                 text = encode_message(msg)
         except (TypeError, ValueError, RecursionError, OverflowError) as exc:
