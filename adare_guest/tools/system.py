@@ -232,7 +232,7 @@ def utf8_text(data: bytes, truncated: bool = False) -> str | None:
     """``data`` as text when it is valid UTF-8, else None. When the stream was cut at the
     byte limit, a character cut in half at the end is dropped rather than failing.
 
-    >>> utf8_text("é".encode()[:1], truncated=True), utf8_text(b"\xff")
+    >>> utf8_text("é".encode()[:1], truncated=True), utf8_text(b"\\xff")
     ('', None)
     """
     try:
