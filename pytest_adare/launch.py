@@ -36,7 +36,7 @@ def launch(
     transport: Transport = "websocket",
     network: bool = True,
     clock: str | None = None,
-    gui: GuiMode = "agent",
+    gui: GuiMode = "auto",
     workdir: str | Path | None = None,
     keep_workdir: bool = False,
     progress: Callable[[str], None] | None = _print_progress,
@@ -45,9 +45,11 @@ def launch(
 
     ``image`` is a manifest, its directory, a bare disk image or a built-in name
     (``debian``, ``debian-desktop``: built and cached on first use). ``transport`` is
-    ``websocket`` or ``serial``; ``gui`` is ``agent`` (pyautogui in the guest) or
-    ``host`` (QMP screendump and input). Progress lines (one per boot phase, with
-    its time) go to ``progress``; pass None for silence.
+    ``websocket`` or ``serial``; ``gui`` is ``auto`` (the agent's screen on a desktop
+    image whose agent can take a screenshot, else QEMU's: ``vm.gui_choice`` says which
+    and why), ``agent`` (pyautogui in the guest) or ``host`` (QMP screendump and input).
+    Progress lines (one per boot phase, with its time) go to ``progress``; pass None for
+    silence.
 
     ``clock`` (ISO 8601, e.g. ``"2024-03-01T09:00:00Z"``) boots the guest with its clock
     there, running on the VM's virtual clock.

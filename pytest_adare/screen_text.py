@@ -9,8 +9,9 @@
 
 The OCR runs on the host (no work in the guest) through ``tesserocr`` (the ``ocr``
 extra; why not ``pytesseract``: docs/gui.md) on several variants of one screenshot:
-the raw image, grey levels, inverted grey (light-on-dark terminals), and grey scaled
-up twice (small bitmap fonts). Tesseract reads each in sparse-text mode (a screen is
+the raw image, grey levels, inverted grey (light-on-dark terminals), and grey as dark
+on light scaled up twice without smoothing (small bitmap fonts such as the VGA
+console's). Tesseract reads each in sparse-text mode (a screen is
 labels and buttons scattered over a page, not a column of prose); the word boxes of
 all variants are then matched and merged by the pure functions below, which the unit
 tests run on recorded OCR output:
@@ -325,8 +326,12 @@ def variant_images(screen: Image.Image) -> Iterator[tuple[str, Image.Image, int]
         elif name == "inverted":
             yield name, ImageOps.invert(grey), 1
         else:
+            # Dark text on light, as tesseract was trained, blown up without smoothing:
+            # bitmap console fonts (VGA 9x16, xterm's fixed) keep their sharp strokes.
+            mean = sum(i * n for i, n in enumerate(grey.histogram())) / (grey.width * grey.height)
+            upright = ImageOps.invert(grey) if mean < 128 else grey
             size = (grey.width * SCALE, grey.height * SCALE)
-            yield name, grey.resize(size, Image.Resampling.LANCZOS), SCALE
+            yield name, upright.resize(size, Image.Resampling.NEAREST), SCALE
 
 
 def ocr_lines(

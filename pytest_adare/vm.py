@@ -46,10 +46,17 @@ from pytest_adare.agent.install import (
 )
 from pytest_adare.agent.serial_client import SerialAgentClient
 from pytest_adare.agent.websocket_client import AgentClient
-from pytest_adare.errors import AdareError, AgentDisconnected, AgentUnreachable, QGAError
+from pytest_adare.errors import (
+    AdareError,
+    AgentDisconnected,
+    AgentUnreachable,
+    QGAError,
+    ToolError,
+    VMTimeout,
+)
 from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.forensics.evidence_bundle import BundleFacts, write_bundle
-from pytest_adare.guest import AsyncGuest, Guest
+from pytest_adare.guest import AsyncGuest, Guest, tool_result
 from pytest_adare.image.agent_bundle import AgentBundle, build_agent_bundle
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.loop_thread import shared_loop
@@ -112,6 +119,22 @@ class Phase:
         return f"{self.name}: {detail}({self.seconds:.2f} s)"
 
 
+@dataclass(frozen=True)
+class GuiChoice:
+    """Where a VM's screenshots and input go (``agent`` or ``host``) and why."""
+
+    mode: str
+    reason: str
+
+    def describe(self) -> str:
+        """One line, e.g. ``host (the image has no desktop: QEMU's screendump and input)``."""
+        return f"{self.mode} ({self.reason})"
+
+
+GUI_PROBE_TIMEOUT = 60.0
+"""Bound on the agent's first screenshot when ``gui="auto"`` asks whether its display works."""
+
+
 class VM:
     """One guest VM with its agent connected; see the module docstring for the phases."""
 
@@ -143,6 +166,7 @@ class VM:
         self._qga: AsyncQGAClient | None = None
         self._guest: Guest | None = None
         self._progress: Progress | None = None
+        self._gui_choice: GuiChoice | None = None
         self._new_machine = machine_factory
         self._new_qga = qga_factory
         self._connector: Connector = connector or VM.open_transport
@@ -156,8 +180,14 @@ class VM:
 
     @property
     def gui(self) -> str:
-        """Where screenshots and input go: ``agent`` or ``host`` (QEMU)."""
-        return self.options.gui
+        """Where screenshots and input go: ``agent`` or ``host`` (QEMU); with
+        ``gui="auto"`` what was chosen at start (``auto`` before that)."""
+        return self._gui_choice.mode if self._gui_choice is not None else self.options.gui
+
+    @property
+    def gui_choice(self) -> GuiChoice | None:
+        """The GUI mode chosen at start and why (None before :meth:`start`)."""
+        return self._gui_choice
 
     @property
     def guest(self) -> Guest:
@@ -253,7 +283,8 @@ class VM:
             self._phase("install", t, report.describe() + (", listening" if listening else ""))
         t = time.monotonic()
         connection = await self._aconnect()
-        screen = QemuScreen(self.machine, self.manifest.display) if self.gui == "host" else None
+        host_screen = QemuScreen(self.machine, self.manifest.display)
+        screen = None if self.options.gui == "agent" else host_screen
         if self._guest is None:
             self._guest = Guest(
                 AsyncGuest(connection, screen=screen, agent_root=self.layout.run_dir)
@@ -271,6 +302,26 @@ class VM:
                 console_tail=self.machine.console_tail(20),
             )
             self._phase("desktop", t, f"{focused} has the keyboard focus")
+        t = time.monotonic()
+        self._gui_choice = await self._choose_gui()
+        self._guest.aio.use_screen(None if self._gui_choice.mode == "agent" else host_screen)
+        self._phase("gui", t, self._gui_choice.describe())
+
+    async def _choose_gui(self) -> GuiChoice:
+        """The GUI mode: as asked, or for ``auto`` the agent's when the image has a desktop
+        and the agent can take a screenshot (its display works), else QEMU's."""
+        if self.options.gui != "auto":
+            return GuiChoice(self.options.gui, f"gui={self.options.gui!r} was asked for")
+        if not self.manifest.desktop:
+            return GuiChoice("host", "auto: the image has no desktop; QEMU's screendump and input")
+        assert self._guest is not None
+        try:
+            result = await self._guest.aio.call("screenshot", timeout=GUI_PROBE_TIMEOUT)
+            tool_result("screenshot", result)
+        except (ToolError, VMTimeout) as error:
+            why = str(error).splitlines()[0] if str(error) else type(error).__name__
+            return GuiChoice("host", f"auto: the agent cannot take a screenshot: {why}")
+        return GuiChoice("agent", "auto: the image has a desktop and the agent's screenshot works")
 
     async def _await_listening(self, timeout: float) -> bool:
         """Wait until the agent's serial health report says it listens (a slow guest takes

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 Accel = Literal["auto", "kvm", "tcg"]
 Transport = Literal["websocket", "serial"]
-GuiMode = Literal["agent", "host"]
+GuiMode = Literal["auto", "agent", "host"]
 Install = Literal["auto", "qga"]
 
 ACCELS: tuple[Accel, ...] = get_args(Accel)
@@ -53,7 +53,9 @@ class VMOptions:
 
     ``memory_mib``/``cpus`` default to the image's; ``transport`` is how the host reaches
     the agent (``serial`` works without a network card); ``gui`` routes screenshots and
-    input to the agent (``agent``) or to QEMU (``host``); ``install="qga"`` installs the
+    input to the agent (``agent``) or to QEMU (``host``), or lets the VM choose (``auto``:
+    the agent's on a desktop image whose agent can take a screenshot, else QEMU's; see
+    ``VM.gui_choice``); ``install="qga"`` installs the
     agent over QGA even where the image could hand it over at boot.
 
     :raise ValueError: naming the bad field and the allowed values.
@@ -64,7 +66,7 @@ class VMOptions:
     accel: Accel = "auto"
     transport: Transport = "websocket"
     network: bool = True
-    gui: GuiMode = "agent"
+    gui: GuiMode = "auto"
     install: Install = "auto"
     boot_timeout: float = BOOT_TIMEOUT
     desktop_timeout: float = DESKTOP_TIMEOUT
@@ -110,6 +112,6 @@ class VMOptions:
             parts.append(f"clock={self.clock}")
         if not self.network:
             parts.append("no network")
-        if self.gui != "agent":
+        if self.gui != "auto":
             parts.append(f"gui={self.gui}")
         return " ".join(parts)

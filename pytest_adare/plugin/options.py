@@ -78,10 +78,11 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "gui",
-        "GUI actions through the in-guest agent or host-side QMP input and "
-        "screendump (default: agent)",
+        "where screenshots and GUI input go: auto = the in-guest agent on a desktop image "
+        "whose agent can take a screenshot, else QEMU's screendump and input (each VM "
+        "says which and why); agent; host (default: auto)",
         GUI_MODES,
-        "agent",
+        "auto",
     ),
     OptionSpec(
         "artifacts",
@@ -104,7 +105,7 @@ MARKER_DOC = (
     "image/memory/cpus/accel/transport/network override the --adare-* options (a test "
     "whose VM differs from the session VM gets its own VM, shared with tests asking for "
     "the same); isolation overrides --adare-isolation for this test; gui=True (or "
-    "'agent'/'host') needs an image with a desktop; os='linux'|'windows' needs that guest "
+    "'auto'/'agent'/'host') needs an image with a desktop; os='linux'|'windows' needs that guest "
     "OS. Unmet needs skip the test with the reason."
 )
 
@@ -131,7 +132,7 @@ class AdareOptions:
     cpus: int | None = None
     isolation: str = "snapshot"
     transport: str = "websocket"
-    gui: str = "agent"
+    gui: str = "auto"
     artifacts: Path | None = None
     keep: str = "never"
 
@@ -289,7 +290,7 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
         gui_mode = _marker_choice(gui, GUI_MODES, "gui")
     elif gui is not None and not isinstance(gui, bool):
         raise ValueError(
-            f"adare_vm marker: gui must be True, False, 'agent' or 'host', got {gui!r}"
+            f"adare_vm marker: gui must be True, False, 'auto', 'agent' or 'host', got {gui!r}"
         )
     transport = _marker_choice(kwargs.get("transport", options.transport), TRANSPORTS, "transport")
     network = kwargs.get("network", transport != "serial")

@@ -58,13 +58,21 @@ def kvm_note() -> str:
     return "KVM if a short probe boot makes progress, else TCG"
 
 
+GUI_AUTO_NOTE = (
+    "the agent's screen on a desktop image whose agent can take a screenshot, else QEMU's; "
+    "each VM's 'gui:' line says which and why"
+)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     options = adare_options(config)
     if not options.vm:
         return "adare: no --adare-vm given (tests that need a VM will be skipped)"
     accel = options.accel if options.accel != "auto" else f"auto ({kvm_note()})"
+    gui = options.gui if options.gui != "auto" else f"auto ({GUI_AUTO_NOTE})"
     return (
-        f"adare: image {options.vm}, accel {accel}, isolation {options.isolation}, {qemu_version()}"
+        f"adare: image {options.vm}, accel {accel}, isolation {options.isolation}, gui {gui}, "
+        f"{qemu_version()}"
     )
 
 
@@ -90,7 +98,7 @@ def _write_evidence(
     sections.append((f"adare agent log tail{label}", agent_log or "(empty)"))
     shot = folder / f"screenshot{suffix}.png"
     try:
-        use_agent = not infra and pooled.manifest.desktop and pooled.request.options.gui == "agent"
+        use_agent = not infra and vm.gui == "agent"
         image = vm.guest.screenshot() if use_agent else vm.screendump()
         image.save(shot)
         how = "agent screenshot" if use_agent else "host screendump"

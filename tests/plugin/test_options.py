@@ -84,7 +84,7 @@ def test_ini_paths_are_relative_to_the_ini_file(pytester: pytest.Pytester) -> No
         ("isolation", "fast", "'fast' is not one of snapshot, none, reboot"),
         ("accel", "hvf", "'hvf' is not one of auto, kvm, tcg"),
         ("transport", "usb", "'usb' is not one of websocket, serial"),
-        ("gui", "vnc", "'vnc' is not one of agent, host"),
+        ("gui", "vnc", "'vnc' is not one of auto, agent, host"),
         ("keep", "sometimes", "'sometimes' is not one of never, on-failure, always"),
         ("memory", "lots", "expected a memory size in MiB like 1024, 512M or 2G, got 'lots'"),
         ("memory", "16", "16 MiB is too little memory*"),
