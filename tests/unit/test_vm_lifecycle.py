@@ -1,0 +1,495 @@
+"""``VM`` start, snapshots, reconnect, reboot and close, with fake parts (no QEMU).
+
+The VM makes its parts through its seams (``machine_factory``, ``qga_factory``,
+``connector``); here they are fakes that write every step into one shared log, so
+the tests can check what happened and in which order. Everything else is real: the
+agent bundle (cached), the hand-off files, ``install_agent``, the diagnosis, the
+Guest facade and both screens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from pytest_adare.agent.diagnosis import FACTS_SCRIPT
+from pytest_adare.agent.install import FW_CFG_CONFIG, IDENTITY_SCRIPT
+from pytest_adare.agent.screen import AgentScreen
+from pytest_adare.errors import AgentUnreachable, QGAError, VMDied, VMTimeout
+from pytest_adare.image.manifest import AgentSpec, ImageManifest
+from pytest_adare.qemu.qga import QGAExecResult
+from pytest_adare.qemu.screen import QemuScreen
+from pytest_adare.vm import AGENT_STARTED, VM
+from pytest_adare.vm_options import READY_TAG, VMOptions
+
+Log = list[str]
+CONSOLE = ["[    1.2] adare-init: agent started", "Debian GNU/Linux 12 adare ttyS0"]
+
+
+def _png(color: str, size: tuple[int, int] = (8, 6)) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, color).save(out, "PNG")
+    return out.getvalue()
+
+
+class FakeMachine:
+    """What the VM drives of :class:`pytest_adare.qemu.machine.Machine`, as a log.
+
+    Built through ``machine_factory`` with the same arguments as a Machine; ``image``
+    is the :class:`~pytest_adare.qemu.machine.MachineImage` it would boot.
+    """
+
+    def __init__(self, image: Any, workdir: Path, log: Log, number: int, **kw: Any) -> None:
+        self.image = image
+        self.workdir = workdir
+        self.kw = kw
+        self.log = log
+        self.id = f"machine{number}"
+        self.alive = False
+        self.died: str | None = None
+        self.accel, self.accel_reason = "tcg", "accel: tcg (test)"
+        self.agent_port = 40000 + number
+        self.agent_serial_path = workdir / f"no-agent-serial-{number}.sock"
+        self.qga_path = workdir / f"qga-{number}.sock"
+        self.launched_config = None
+
+    def _record(self, what: str) -> None:
+        self.log.append(f"{self.id}.{what}")
+
+    def start(self) -> FakeMachine:
+        self._record("start")
+        self.alive = True
+        return self
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        self._record("shutdown")
+        self.alive = False
+
+    def check_alive(self) -> None:
+        if self.died is not None or not self.alive:
+            raise VMDied(self.died or f"{self.id} was shut down", self.console_tail())
+
+    async def bounded(self, coro: Awaitable[Any], timeout: float, what: str) -> Any:
+        try:
+            return await asyncio.wait_for(coro, timeout)
+        except asyncio.TimeoutError:
+            raise VMTimeout(what, timeout, self.console_tail()) from None
+
+    async def await_for_console(self, pattern: str, timeout: float, since: int = 0) -> Any:
+        self._record(f"await_for_console {pattern}")
+        return re.search(pattern, CONSOLE[0])
+
+    def console_tail(self, n: int = 40) -> list[str]:
+        return CONSOLE[-n:]
+
+    async def asavevm(self, tag: str, timeout: float = 120.0) -> None:
+        self._record(f"savevm {tag}")
+
+    async def aloadvm(self, tag: str, timeout: float = 120.0) -> None:
+        self._record(f"loadvm {tag}")
+
+    async def ascreendump(self, timeout: float = 30.0) -> Image.Image:
+        self._record("screendump")
+        return Image.open(io.BytesIO(_png("blue")))
+
+    async def asend_input(self, events: list[dict[str, Any]]) -> None:
+        self._record(f"input {len(events)}")
+
+    async def atype_text(self, text: str, key_interval: float = 0.03) -> None:
+        self._record(f"type {text}")
+
+
+class FakeConnection:
+    """An ``AgentConnection`` that answers a few tools the way the agent does."""
+
+    def __init__(self, log: Log, number: int) -> None:
+        self.log = log
+        self.id = f"conn{number}"
+        self.server_info = {"version": "1.2.3", "bundle_hash": "ours"}
+        self.subscribers: list[Callable[[Any], Any]] = []
+        self.closed = False
+
+    async def call(
+        self, tool: str, params: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
+        self.log.append(f"{self.id}.call {tool}")
+        if tool == "screenshot":
+            data = base64.b64encode(_png("red")).decode()
+            return {"status": "success", "image": {"data": data}}
+        if tool == "execute_shell":
+            return {"status": "success", "returncode": 0, "stdout": "focused xterm XTerm\n",
+                    "stderr": ""}  # fmt: skip
+        return {"status": "success"}
+
+    def subscribe(self, callback: Callable[[Any], Any]) -> Callable[[], None]:
+        self.subscribers.append(callback)
+        return lambda: self.subscribers.remove(callback)
+
+    async def close(self) -> None:
+        self.log.append(f"{self.id}.close")
+        self.closed = True
+
+
+class FakeQGA:
+    """The QGA client of a guest that has qemu-ga and Python but no agent yet."""
+
+    def __init__(self, path: Path, log: Log, facts: Mapping[str, Any] | None = None) -> None:
+        self.path = path
+        self.log = log
+        self.facts = facts
+        self.answers = True
+
+    async def sync(self, timeout: float = 60.0) -> None:
+        self.log.append("qga.sync")
+        if not self.answers:
+            raise QGAError(f"qemu-ga at {self.path} did not answer guest-sync-delimited")
+
+    async def exec(self, argv: Sequence[str], *, timeout: float = 60.0, **kw: Any) -> QGAExecResult:
+        if list(argv[1:3]) == ["-c", IDENTITY_SCRIPT]:
+            self.log.append("qga.exec identity")
+            return QGAExecResult(2, b"", b"python3: can't open file")
+        if list(argv[1:3]) == ["-c", FACTS_SCRIPT]:
+            self.log.append("qga.exec facts")
+            return QGAExecResult(0, json.dumps(self.facts).encode(), b"")
+        self.log.append(f"qga.exec {argv[0]}")
+        return QGAExecResult(0, b"", b"")
+
+    async def spawn(
+        self, argv: Sequence[str], env: Sequence[str] = (), timeout: float = 30.0
+    ) -> int:
+        return 1
+
+    async def file_write(self, guest_path: str, data: bytes, **kw: Any) -> None:
+        self.log.append(f"qga.write {guest_path}")
+
+    async def file_read(self, guest_path: str, *, timeout: float = 120.0) -> bytes:
+        return b""
+
+    async def close(self) -> None:
+        self.log.append("qga.close")
+
+
+class Parts:
+    """The three seams of one VM, sharing one log."""
+
+    def __init__(self) -> None:
+        self.log: Log = []
+        self.machines: list[FakeMachine] = []
+        self.connections: list[FakeConnection] = []
+        self.qgas: list[FakeQGA] = []
+        self.connect_failure: AgentUnreachable | None = None
+        """Raised by every connect when set."""
+        self.dies_on_connect: str | None = None
+        """The machine dies (this reason) while the connect is tried."""
+        self.qga_answers = True
+        self.facts: dict[str, Any] | None = None
+        """What the guest's facts script prints (the diagnosis)."""
+
+    def machine(self, image: Any, workdir: Path, **kw: Any) -> FakeMachine:
+        machine = FakeMachine(image, workdir, self.log, len(self.machines) + 1, **kw)
+        self.machines.append(machine)
+        return machine
+
+    def qga(self, path: Path) -> FakeQGA:
+        qga = FakeQGA(path, self.log, self.facts)
+        qga.answers = self.qga_answers
+        self.qgas.append(qga)
+        return qga
+
+    async def connect(self, vm: VM) -> FakeConnection:
+        self.log.append(f"connect to {vm.machine.id}")  # type: ignore[attr-defined]
+        if self.dies_on_connect is not None:
+            self.machines[-1].died = self.dies_on_connect
+        if self.connect_failure is not None:
+            raise self.connect_failure
+        connection = FakeConnection(self.log, len(self.connections) + 1)
+        self.connections.append(connection)
+        return connection
+
+    def vm(self, manifest: ImageManifest, workdir: Path, **options: Any) -> VM:
+        options.setdefault("gui", "agent")
+        return VM(
+            manifest,
+            workdir,
+            VMOptions(**options),
+            name="t",
+            machine_factory=self.machine,  # type: ignore[arg-type]
+            qga_factory=self.qga,  # type: ignore[arg-type]
+            connector=self.connect,  # type: ignore[arg-type]
+        )
+
+    def since(self, mark: int) -> Log:
+        return self.log[mark:]
+
+
+def _phases(vm: VM) -> list[str]:
+    """The start-up phase names; the screen choice (``gui``) is not this file's subject."""
+    return [phase.name for phase in vm.phases if phase.name != "gui"]
+
+
+def _builtin(tmp_path: Path, **kw: Any) -> ImageManifest:
+    """A built-in-style image: the agent is baked in and started by the init (fw_cfg)."""
+    agent = AgentSpec(baked=True, fw_cfg=True, bundle_hash="baked", serial_device=None)
+    return ImageManifest(name="builtin", disk=tmp_path / "disk.qcow2", agent=agent, **kw)
+
+
+def _plain(tmp_path: Path) -> ImageManifest:
+    """Any image with qemu-ga: the agent is installed over QGA."""
+    agent = AgentSpec(serial_device=None)
+    return ImageManifest(name="plain", disk=tmp_path / "disk.qcow2", agent=agent)
+
+
+@pytest.fixture
+def parts() -> Parts:
+    return Parts()
+
+
+@pytest.fixture
+def started(parts: Parts, tmp_path: Path) -> Iterator[VM]:
+    vm = parts.vm(_builtin(tmp_path), tmp_path / "vm")
+    vm.start()
+    yield vm
+    vm.close()
+
+
+# -- start ---------------------------------------------------------------------------------
+
+
+def test_a_built_in_image_boots_with_the_hand_off_and_connects(
+    parts: Parts, tmp_path: Path
+) -> None:
+    lines: list[str] = []
+    vm = parts.vm(_builtin(tmp_path), tmp_path / "vm")
+    vm.start(progress=lines.append)
+    assert _phases(vm) == ["bundle", "qemu", "boot", "connect"]
+    assert parts.log == [
+        "machine1.start", f"machine1.await_for_console {AGENT_STARTED}", "connect to machine1",
+    ]  # fmt: skip
+    assert parts.qgas == []  # no QGA round trip on this route
+    # The per-VM config (with this VM's token) goes to the guest as a fw_cfg file.
+    config = json.loads(parts.machines[0].kw["fw_cfg"][FW_CFG_CONFIG].read_text())
+    assert config["token"] == vm.token
+    assert vm.phases[2].detail.startswith("agent started by the guest's init (config")
+    assert lines == [f"t {phase.line()}" for phase in vm.phases]
+    assert vm.guest.aio.connection is parts.connections[0]
+    vm.close()
+
+
+def test_any_image_gets_the_agent_over_qga_then_connects(parts: Parts, tmp_path: Path) -> None:
+    vm = parts.vm(_plain(tmp_path), tmp_path / "vm")
+    vm.start()
+    assert _phases(vm) == ["bundle", "qemu", "qga", "install", "connect"]
+    assert parts.log[:2] == ["machine1.start", "qga.sync"]
+    assert parts.log[-1] == "connect to machine1"
+    assert "qga.write /adare/agent/bundle.pyz.part" in parts.log  # none was installed
+    assert parts.log.index("qga.write /adare/run/config.json") < parts.log.index(
+        "connect to machine1"
+    )
+    assert vm.phases[3].detail.startswith("installed (none found;")
+    assert parts.machines[0].kw["fw_cfg"] == {}
+    vm.close()
+
+
+def test_install_qga_takes_the_qga_route_even_on_a_built_in_image(
+    parts: Parts, tmp_path: Path
+) -> None:
+    vm = parts.vm(_builtin(tmp_path), tmp_path / "vm", install="qga")
+    vm.start()
+    assert _phases(vm) == ["bundle", "qemu", "qga", "install", "connect"]
+    vm.close()
+
+
+def test_a_desktop_image_is_ready_once_a_window_has_the_focus(parts: Parts, tmp_path: Path) -> None:
+    vm = parts.vm(_builtin(tmp_path, desktop=True), tmp_path / "vm")
+    vm.start()
+    assert _phases(vm)[-2:] == ["connect", "desktop"]
+    desktop = next(phase for phase in vm.phases if phase.name == "desktop")
+    assert desktop.detail == "xterm XTerm has the keyboard focus"
+    assert parts.log[-1] == "conn1.call execute_shell"
+    vm.close()
+
+
+def test_a_failed_connect_is_diagnosed_with_the_console_tail(parts: Parts, tmp_path: Path) -> None:
+    parts.connect_failure = AgentUnreachable(
+        "could not connect", {"attempts": ["ConnectionRefusedError: [Errno 111]"]}
+    )
+    parts.facts = {
+        "agent_pids": [], "proc_net_tcp": "", "firewalld_state": None, "firewalld_zone": None,
+        "firewalld_ports": None, "nft_ruleset": None, "iptables_rules": None,
+        "log_path": "/adare/run/agent.log",
+        "log_tail": ["Traceback (most recent call last):", "OSError: [Errno 98] in use"],
+    }  # fmt: skip
+    # Over the serial transport the diagnosis asks QGA only (no serial ping of its own).
+    vm = parts.vm(_builtin(tmp_path), tmp_path / "vm", transport="serial")
+    with pytest.raises(AgentUnreachable) as raised:
+        vm.start()
+    error = raised.value
+    assert str(error).startswith(
+        "the agent is not running in the guest (it exited); "
+        "last log line: OSError: [Errno 98] in use"
+    )
+    assert error.console_tail == CONSOLE
+    assert error.details["connect_errors"] == ["ConnectionRefusedError: [Errno 111]"]
+    assert error.__cause__ is parts.connect_failure
+    assert "qga.exec facts" in parts.log
+    vm.close()
+
+
+def test_a_failed_connect_to_a_guest_answering_nothing_says_so(
+    parts: Parts, tmp_path: Path
+) -> None:
+    parts.connect_failure = AgentUnreachable("could not connect", {"attempts": ["refused"]})
+    parts.qga_answers = False
+    vm = parts.vm(_builtin(tmp_path), tmp_path / "vm", transport="serial")
+    with pytest.raises(AgentUnreachable, match="answers neither QGA nor the agent's serial"):
+        vm.start()
+    vm.close()
+
+
+def test_a_failed_connect_to_a_dead_machine_says_it_died(parts: Parts, tmp_path: Path) -> None:
+    parts.connect_failure = AgentUnreachable("could not connect", {"attempts": ["refused"]})
+    parts.dies_on_connect = "the guest panicked"
+    vm = parts.vm(_builtin(tmp_path), tmp_path / "vm")
+    with pytest.raises(VMDied, match="the guest panicked"):
+        vm.start()
+    assert "qga.sync" not in parts.log  # nothing to diagnose in a dead machine
+    vm.close()
+
+
+# -- snapshots and reconnect ---------------------------------------------------------------
+
+
+def test_save_ready_disconnects_before_savevm_and_reconnects_after(
+    parts: Parts, started: VM
+) -> None:
+    guest = started.guest
+    mark = len(parts.log)
+    started.save_ready()
+    assert parts.since(mark) == [
+        "conn1.close",
+        f"machine1.savevm {READY_TAG}",
+        "connect to machine1",
+    ]
+    assert started.guest is guest
+    assert guest.aio.connection is parts.connections[1]
+
+
+def test_restore_ready_disconnects_before_loadvm_and_reconnects_after(
+    parts: Parts, started: VM
+) -> None:
+    started.save_ready()
+    mark = len(parts.log)
+    started.restore_ready("other-tag")
+    assert parts.since(mark) == ["conn2.close", "machine1.loadvm other-tag", "connect to machine1"]
+    assert started.guest.aio.connection is parts.connections[2]
+
+
+def test_a_snapshot_step_on_a_dead_machine_raises_vm_died_and_touches_nothing(
+    parts: Parts, started: VM
+) -> None:
+    parts.machines[0].died = "QEMU exited with code -9"
+    mark = len(parts.log)
+    with pytest.raises(VMDied, match="QEMU exited with code -9"):
+        started.restore_ready()
+    assert parts.since(mark) == []
+
+
+def test_reconnect_replaces_the_connection_and_keeps_the_subscribers(
+    parts: Parts, started: VM
+) -> None:
+    seen: list[Any] = []
+    started.guest.events.subscribe(seen.append)
+    mark = len(parts.log)
+    started.reconnect()
+    assert parts.since(mark) == ["conn1.close", "connect to machine1"]
+    assert parts.connections[0].subscribers == []
+    assert len(parts.connections[1].subscribers) == 1
+    assert started.guest.aio.connection is parts.connections[1]
+
+
+# -- reboot and close ----------------------------------------------------------------------
+
+
+def test_reboot_keeps_the_vm_and_guest_shuts_the_old_machine_down_and_attaches_anew(
+    parts: Parts, started: VM
+) -> None:
+    guest = started.guest
+    mark = len(parts.log)
+    started.reboot()
+    assert parts.since(mark) == [
+        "conn1.close", "machine1.shutdown", "machine2.start",
+        f"machine2.await_for_console {AGENT_STARTED}", "connect to machine2",
+    ]  # fmt: skip
+    assert started.guest is guest
+    assert started.machine is parts.machines[1]
+    assert guest.aio.connection is parts.connections[1]
+    assert _phases(started) == ["bundle", "qemu", "boot", "connect"]
+    # The new machine gets the same token: the guest's config is this VM's.
+    config = json.loads(parts.machines[1].kw["fw_cfg"][FW_CFG_CONFIG].read_text())
+    assert config["token"] == started.token
+
+
+def test_close_closes_the_connection_before_stopping_qemu_and_can_be_repeated(
+    parts: Parts, started: VM
+) -> None:
+    mark = len(parts.log)
+    started.close()
+    assert parts.since(mark) == ["conn1.close", "machine1.shutdown"]
+    started.close()
+    assert not parts.machines[0].alive
+    assert parts.connections[0].closed
+
+
+def test_close_also_closes_the_qga_client(parts: Parts, tmp_path: Path) -> None:
+    vm = parts.vm(_plain(tmp_path), tmp_path / "vm")
+    vm.start()
+    mark = len(parts.log)
+    vm.close()
+    assert parts.since(mark) == ["conn1.close", "qga.close", "machine1.shutdown"]
+
+
+def test_close_of_a_vm_that_never_started_does_nothing(parts: Parts, tmp_path: Path) -> None:
+    vm = parts.vm(_builtin(tmp_path), tmp_path / "vm")
+    vm.close()
+    vm.close()
+    assert parts.log == []
+
+
+# -- where screenshots go --------------------------------------------------------------------
+
+
+def test_gui_host_takes_screenshots_from_qemu(parts: Parts, tmp_path: Path) -> None:
+    vm = parts.vm(_builtin(tmp_path), tmp_path / "vm", gui="host")
+    vm.start()
+    screen = vm.guest.aio.screen
+    assert isinstance(screen, QemuScreen) and screen.machine is parts.machines[0]
+    mark = len(parts.log)
+    assert vm.guest.screenshot().getpixel((0, 0)) == (0, 0, 255)
+    assert parts.since(mark) == ["machine1.screendump"]
+    vm.close()
+
+
+def test_gui_host_follows_the_new_machine_after_a_reboot(parts: Parts, tmp_path: Path) -> None:
+    vm = parts.vm(_builtin(tmp_path), tmp_path / "vm", gui="host")
+    vm.start()
+    vm.reboot()
+    mark = len(parts.log)
+    vm.guest.screenshot()
+    assert parts.since(mark) == ["machine2.screendump"]
+    vm.close()
+
+
+def test_gui_agent_takes_screenshots_through_the_agent(parts: Parts, started: VM) -> None:
+    assert isinstance(started.guest.aio.screen, AgentScreen)
+    mark = len(parts.log)
+    assert started.guest.screenshot().getpixel((0, 0)) == (255, 0, 0)
+    assert parts.since(mark) == ["conn1.call screenshot"]
