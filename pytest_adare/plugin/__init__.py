@@ -19,7 +19,11 @@ from pytest_adare.plugin.options import (
     register_options,
 )
 
-pytest_plugins = ["pytest_adare.plugin.fixtures", "pytest_adare.plugin.reports"]
+pytest_plugins = [
+    "pytest_adare.plugin.fixtures",
+    "pytest_adare.plugin.reports",
+    "pytest_adare.plugin.hypervisor_evidence",
+]
 
 __all__ = ["adare_options"]
 

@@ -22,6 +22,7 @@ C = TypeVar("C", bound=str)
 
 ISOLATIONS = ("snapshot", "none", "reboot")
 KEEP_MODES = ("never", "on-failure", "always")
+EVIDENCE_MODES = ("off", "on-failure", "always")
 OS_NAMES = ("linux", "windows")
 
 
@@ -34,6 +35,8 @@ class OptionSpec:
     choices: tuple[str, ...] | None = None
     default: str | None = None
     metavar: str = "VALUE"
+    switch: bool = False
+    """A flag without a value (``--adare-pcap``); its ini twin takes true/false."""
 
     @property
     def flag(self) -> str:
@@ -91,6 +94,20 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         metavar="DIR",
     ),
     OptionSpec(
+        "pcap",
+        "capture each test's guest network traffic (its call phase) as network.pcap in "
+        "its artifacts (ini: true/false)",
+        switch=True,
+    ),
+    OptionSpec(
+        "evidence",
+        "collect a hypervisor evidence bundle per test (RAM as ELF, raw disk, the pcap of a "
+        "running capture, manifest.json with sha256s and CASE JSON-LD) into its artifacts "
+        "(default: off)",
+        EVIDENCE_MODES,
+        "off",
+    ),
+    OptionSpec(
         "keep",
         "keep a VM's disk overlay for a look afterwards (default: never)",
         KEEP_MODES,
@@ -135,6 +152,8 @@ class AdareOptions:
     gui: str = "auto"
     artifacts: Path | None = None
     keep: str = "never"
+    pcap: bool = False
+    evidence: str = "off"
 
 
 @dataclass(frozen=True)
@@ -164,9 +183,16 @@ def register_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("adare", "pytest-adare: QEMU guest VMs as fixtures")
     for spec in OPTION_SPECS:
         choices = f" ({'|'.join(spec.choices)})" if spec.choices else ""
-        group.addoption(
-            spec.flag, dest=spec.ini, default=None, metavar=spec.metavar, help=spec.help + choices
-        )
+        if spec.switch:
+            group.addoption(
+                spec.flag, dest=spec.ini, action="store_const", const="true", default=None,
+                help=spec.help,
+            )  # fmt: skip
+        else:
+            group.addoption(
+                spec.flag, dest=spec.ini, default=None, metavar=spec.metavar,
+                help=spec.help + choices,
+            )  # fmt: skip
         parser.addini(
             spec.ini, f"{spec.flag} as an ini key: {spec.help}", type="string", default=""
         )
@@ -192,6 +218,16 @@ def parse_memory(value: str | int, source: str) -> int:
             f"{source}: {mib} MiB is too little memory for a guest (at least 64 MiB)"
         )
     return mib
+
+
+def parse_switch(value: str, source: str) -> bool:
+    """true/false, yes/no, on/off, 1/0 (any case); :raise pytest.UsageError: otherwise."""
+    text = value.strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise pytest.UsageError(f"{source}: expected true or false, got {value!r}")
 
 
 def parse_cpus(value: str | int, source: str) -> int:
@@ -261,6 +297,8 @@ def read_options(config: pytest.Config) -> AdareOptions:
             values["artifacts"] = (base / raw).resolve()
         elif spec.name == "vm":
             values["vm"] = _image_spec(raw, base)
+        elif spec.switch:
+            values[spec.name] = parse_switch(raw, source)
     return AdareOptions(**values)
 
 
