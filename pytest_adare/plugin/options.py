@@ -123,7 +123,8 @@ MARKER_DOC = (
     "whose VM differs from the session VM gets its own VM, shared with tests asking for "
     "the same); isolation overrides --adare-isolation for this test; gui=True (or "
     "'auto'/'agent'/'host') needs an image with a desktop; os='linux'|'windows' needs that guest "
-    "OS. Unmet needs skip the test with the reason."
+    "OS; clock='2024-03-01T09:00:00Z' boots the guest with its clock there (its own VM). "
+    "Unmet needs skip the test with the reason."
 )
 
 MARKER_KEYS = (
@@ -136,6 +137,7 @@ MARKER_KEYS = (
     "isolation",
     "transport",
     "network",
+    "clock",
 )
 
 
@@ -362,6 +364,7 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
         transport=transport,
         network=network,
         gui=gui_mode,
+        clock=_marker_clock(kwargs.get("clock")),
     )
     return VMRequest(
         image=str(image),
@@ -372,6 +375,12 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
         needs_desktop=bool(gui),
         needs_os=os_name,
     )
+
+
+def _marker_clock(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"adare_vm marker: clock must be an ISO 8601 string, got {value!r}")
+    return value
 
 
 def session_request(options: AdareOptions) -> VMRequest:

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_adare.forensics.evidence_bundle import MANIFEST_FILE, verify_bundle
 from pytest_adare.plugin.fixtures import sanitise_nodeid
+from pytest_adare.plugin.options import AdareOptions, apply_marker
 
 # The loopback HTTP server and the pcap reader are shared with the e2e tests.
 sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
@@ -104,3 +105,12 @@ def test_on_failure_bundles_only_the_failing_test_and_pcap_covers_both(
     home = [p for p in tcp_payloads(failed / "network.pcap") if b"GET /phone-home" in p.data]
     assert len(home) == 1
     assert not any(b"phone-home" in p.data for p in tcp_payloads(passed / "network.pcap"))
+
+
+def test_marker_clock_makes_its_own_vm_and_bad_clocks_are_refused() -> None:
+    options = AdareOptions(vm="debian")
+    marked = apply_marker(options, pytest.mark.adare_vm(clock="2024-03-01T09:00:00Z").mark)
+    assert marked.options.rtc_base == "2024-03-01T09:00:00"
+    assert marked.vm_key != apply_marker(options, None).vm_key
+    with pytest.raises(ValueError, match="clock must be an ISO 8601"):
+        apply_marker(options, pytest.mark.adare_vm(clock="tomorrow").mark)
