@@ -529,6 +529,7 @@ class AsyncGuest:
         hash: bool = False,
         one_filesystem: bool = True,
         timeout: float | None = None,
+        include_agent: bool = False,
     ) -> AsyncIterator[FsWatch]:
         """Snapshot ``root`` before and after the block; ``watch.diff`` holds the changes.
 
@@ -537,7 +538,12 @@ class AsyncGuest:
 
         async def snapshot() -> FsSnapshot:
             return await self.fs_snapshot(
-                root, exclude=exclude, hash=hash, one_filesystem=one_filesystem, timeout=timeout
+                root,
+                exclude=exclude,
+                hash=hash,
+                one_filesystem=one_filesystem,
+                timeout=timeout,
+                include_agent=include_agent,
             )
 
         watch = FsWatch(root, await snapshot())

@@ -93,6 +93,8 @@ class FsSnapshot(Mapping[str, Entry]):
                 entries[path] = entry_from_meta(path, meta)
         collection_time = result.get("collection_time")
         errors = result.get("errors") or []
+        if not isinstance(errors, list):
+            raise SnapshotFormatError(f"result 'errors' is not a list: {type(errors).__name__}")
         return cls(
             root=root,
             entries=entries,

@@ -94,3 +94,10 @@ def test_a_sync_twin_called_from_the_loop_itself_refuses_instead_of_deadlocking(
 
     with pytest.raises(RuntimeError, match="await instead"):
         shared_loop().run(from_the_loop(), timeout=10)
+
+
+def test_watch_fs_takes_exactly_the_options_of_fs_snapshot() -> None:
+    snapshot = inspect.signature(AsyncGuest.fs_snapshot).parameters
+    watch = inspect.signature(inspect.unwrap(AsyncGuest.watch_fs)).parameters
+    assert list(watch) == list(snapshot)
+    assert all(watch[name].default == snapshot[name].default for name in snapshot)
