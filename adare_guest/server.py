@@ -88,11 +88,12 @@ _GROUP_MODULES = (
     ("adare_guest.tools.files", "FileTools"),
     ("adare_guest.tools.gui", "GuiTools"),
     ("adare_guest.tools.testing", "TestTools"),
+    ("adare_guest.tools.session", "SessionTools"),
 )
 
 
 def default_groups() -> list[GroupFactory]:
-    """The four tool groups; a group whose module does not import is left out (logged)."""
+    """The tool groups; a group whose module does not import is left out (logged)."""
     groups: list[GroupFactory] = []
     for module_name, class_name in _GROUP_MODULES:
         try:
