@@ -14,13 +14,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from dataclasses import fields as fields_of
 from pathlib import Path
 from typing import Any
 
 from pytest_adare.errors import ImageError
+from pytest_adare.image.partition_table import FIRMWARES, Firmware
 
 MANIFEST_NAME = "adare-image.json"
-DISK_FORMATS = ("qcow2", "raw")
+DISK_FORMATS = ("qcow2", "raw", "vmdk", "vdi", "vhdx", "vpc")
+"""Formats QEMU reads as the overlay's backing file (``qemu-img info`` names them so)."""
 OS_NAMES = ("linux", "windows")
 BUILTIN_IMAGES = ("debian", "debian-desktop")
 DEFAULT_MEMORY_MIB = 512
@@ -61,8 +64,12 @@ class ImageManifest:
     disk_sha256: str | None = None
     recipe_hash: str | None = None
     built_at: str | None = None
+    firmware: Firmware = "bios"
+    """What boots the disk when there is no ``kernel``: SeaBIOS or OVMF (UEFI)."""
     path: Path | None = None
     """Where the manifest was loaded from (None for a bare disk)."""
+    firmware_reason: str = field(default="", compare=False)
+    """Why ``firmware`` (read from the manifest, or from a bare disk's partition table)."""
 
     @property
     def direct_boot(self) -> bool:
@@ -73,7 +80,7 @@ class ImageManifest:
         """The manifest as written to disk (paths relative to ``base``'s directory)."""
         base = self.disk.parent if self.path is None else self.path.parent
         data = asdict(self)
-        del data["path"]
+        del data["path"], data["firmware_reason"]
         for key in ("disk", "kernel", "initrd"):
             value = getattr(self, key)
             data[key] = None if value is None else _relative(value, base)
@@ -156,8 +163,23 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(names.get(k, k.__name__) for k in _tuple(kind))
 
 
+def _refuse_unknown(data: Mapping[str, Any], known: tuple[str, ...], where: str) -> None:
+    for key in data:
+        if key not in known:
+            raise ImageError(
+                f"{where}unknown field {key!r} (known: {', '.join(sorted(known))})"
+            )
+
+
+_AGENT_KEYS = tuple(f.name for f in fields_of(AgentSpec))
+_MANIFEST_KEYS = tuple(
+    f.name for f in fields_of(ImageManifest) if f.name not in ("path", "firmware_reason")
+)
+
+
 def _agent_from(fields: _Fields) -> AgentSpec:
     raw = fields.get("agent", dict, {})
+    _refuse_unknown(raw, _AGENT_KEYS, f"{fields.source}: in 'agent': ")
     agent = _Fields(raw, fields.source, "agent.")
     return AgentSpec(
         serial_device=agent.get("serial_device", str, AgentSpec.serial_device),
@@ -198,6 +220,7 @@ def load_manifest(path: str | Path) -> ImageManifest:
         raise ImageError(f"{source}: not valid JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise ImageError(f"{source}: a manifest must be a JSON object")
+    _refuse_unknown(data, _MANIFEST_KEYS, f"{source}: ")
     fields = _Fields(data, source)
     desktop = fields.get("desktop", bool, False)
     memory = fields.get("memory_mib", int, DEFAULT_MEMORY_MIB)
@@ -225,5 +248,7 @@ def load_manifest(path: str | Path) -> ImageManifest:
         disk_sha256=fields.get("disk_sha256", str, None),
         recipe_hash=fields.get("recipe_hash", str, None),
         built_at=fields.get("built_at", str, None),
+        firmware=fields.get("firmware", str, "bios", choices=FIRMWARES),
         path=source,
+        firmware_reason="from the manifest" if "firmware" in data else "the manifest's default",
     )

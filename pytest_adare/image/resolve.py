@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from pathlib import Path
 
 from pytest_adare.errors import ImageError
@@ -23,44 +24,73 @@ from pytest_adare.image.manifest import (
     Progress,
     load_manifest,
 )
+from pytest_adare.image.partition_table import HEAD_BYTES, Firmware, firmware_for
 
 
-def disk_format(path: Path) -> str:
-    """``qcow2`` or ``raw``: by extension, else by ``qemu-img info``.
-
-    :raise ImageError: the format is neither, or ``qemu-img`` cannot tell.
-    """
-    suffix = path.suffix.lower().lstrip(".")
-    if suffix in ("qcow2", "raw"):
-        return suffix
+def _qemu_img(argv: list[str], path: Path) -> str:
     try:
-        info = subprocess.run(
-            ["qemu-img", "info", "--output=json", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
+        done = subprocess.run(
+            ["qemu-img", *argv], capture_output=True, text=True, timeout=30, check=True
         )
     except FileNotFoundError as exc:
         raise ImageError("qemu-img not found; install the apt package qemu-utils") from exc
     except subprocess.CalledProcessError as exc:
         raise ImageError(f"qemu-img cannot read {path}: {exc.stderr.strip()}") from exc
-    fmt = str(json.loads(info.stdout).get("format"))
+    return done.stdout
+
+
+def disk_format(path: Path) -> str:
+    """The disk's format as ``qemu-img info`` detects it (one of ``DISK_FORMATS``).
+
+    ``.qcow2`` / ``.raw`` are taken from the name (a raw disk's format cannot be probed
+    safely: its first bytes could look like anything).
+
+    :raise ImageError: a format QEMU cannot use as a backing file, or ``qemu-img`` cannot tell.
+    """
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix in ("qcow2", "raw"):
+        return suffix
+    fmt = str(json.loads(_qemu_img(["info", "--output=json", str(path)], path)).get("format"))
     if fmt not in DISK_FORMATS:
-        raise ImageError(f"{path}: disk format {fmt!r} is not supported (use qcow2 or raw)")
+        raise ImageError(
+            f"{path}: disk format {fmt!r} is not supported (use one of {', '.join(DISK_FORMATS)})"
+        )
     return fmt
 
 
+def disk_head(path: Path, fmt: str) -> bytes:
+    """The first ``HEAD_BYTES`` the guest sees on the disk, read through ``qemu-img dd``."""
+    with tempfile.TemporaryDirectory(prefix="adare-head-") as tmp:
+        out = Path(tmp) / "head"
+        _qemu_img(
+            ["dd", "-f", fmt, "-O", "raw", f"bs={HEAD_BYTES}", "count=1", f"if={path}",
+             f"of={out}"],
+            path,
+        )  # fmt: skip
+        return out.read_bytes()
+
+
+def detect_firmware(path: Path, fmt: str) -> tuple[Firmware, str]:
+    """``bios`` or ``uefi`` for a bare disk, from its partition table, and why."""
+    firmware, why = firmware_for(disk_head(path, fmt))
+    return firmware, f"detected: {why}"
+
+
 def bare_disk_manifest(path: Path) -> ImageManifest:
-    """Defaults for a disk without a manifest: firmware boot, Linux, no baked agent."""
-    return ImageManifest(name=path.stem, disk=path.resolve(), format=disk_format(path))
+    """Defaults for a disk without a manifest: firmware boot (BIOS or UEFI, read from the
+    partition table), Linux, no baked agent."""
+    fmt = disk_format(path)
+    firmware, why = detect_firmware(path, fmt)
+    return ImageManifest(
+        name=path.stem, disk=path.resolve(), format=fmt, firmware=firmware, firmware_reason=why
+    )
 
 
 def resolve_image(spec: str | Path, progress: Progress | None = None) -> ImageManifest:
     """Turn what the user wrote (``--adare-vm``) into a manifest.
 
     ``spec`` is a manifest file, a directory holding ``adare-image.json``, a bare
-    disk image (qcow2/raw), or a built-in name (``debian``, ``debian-desktop``),
+    disk image (any of ``DISK_FORMATS``), or a built-in name (``debian``, ``debian-desktop``),
     which is built on first use and cached (this needs root; ``progress`` gets
     one line per build phase).
 
@@ -80,6 +110,6 @@ def resolve_image(spec: str | Path, progress: Progress | None = None) -> ImageMa
             return load_manifest(path)
         return bare_disk_manifest(path)
     raise ImageError(
-        f"no image at {text!r}: give a manifest ({MANIFEST_NAME}), its directory, a qcow2/raw "
-        f"disk, or a built-in name ({', '.join(BUILTIN_IMAGES)})"
+        f"no image at {text!r}: give a manifest ({MANIFEST_NAME}), its directory, a disk "
+        f"({', '.join(DISK_FORMATS)}), or a built-in name ({', '.join(BUILTIN_IMAGES)})"
     )

@@ -97,7 +97,8 @@ def test_manifest_survives_moving_its_directory(image: Path, tmp_path_factory: A
     [
         ({"disk": ...}, "'disk'", "is missing"),
         ({"format": ...}, "'format'", "is missing"),
-        ({"format": "vmdk"}, "'format'", "one of qcow2, raw"),
+        ({"format": "iso"}, "'format'", "one of qcow2, raw, vmdk, vdi, vhdx, vpc"),
+        ({"firmware": "coreboot"}, "'firmware'", "one of bios, uefi"),
         ({"os": "plan9"}, "'os'", "one of linux, windows"),
         ({"desktop": "yes"}, "'desktop'", "true or false"),
         ({"display": ...}, "'display'", "required when desktop is true"),
@@ -122,6 +123,31 @@ def test_bad_field_is_named_with_the_file(
     assert str(path) in message
     assert f"field {field}" in message
     assert problem in message
+
+
+@pytest.mark.parametrize(
+    ("changes", "where", "key"),
+    [
+        ({"bios": "seabios"}, "", "'bios'"),
+        ({"agent": {"baked": True, "delivery": "qga"}}, "in 'agent': ", "'delivery'"),
+    ],
+)
+def test_an_unknown_key_is_an_error_naming_it_and_the_known_ones(
+    image: Path, changes: dict[str, Any], where: str, key: str
+) -> None:
+    path = _write(image, _valid(**changes))
+    with pytest.raises(ImageError) as caught:
+        load_manifest(path)
+    assert str(caught.value).startswith(f"{path}: {where}unknown field {key} (known: ")
+    assert ("firmware" if not where else "serial_device") in str(caught.value)
+
+
+def test_firmware_comes_from_the_manifest(image: Path) -> None:
+    assert load_manifest(_write(image, _valid())).firmware == "bios"
+    loaded = load_manifest(_write(image, _valid(firmware="uefi", format="vmdk")))
+    assert (loaded.firmware, loaded.format, loaded.firmware_reason) == (
+        "uefi", "vmdk", "from the manifest",
+    )  # fmt: skip
 
 
 def test_not_json_and_missing_file_are_clear(image: Path) -> None:
