@@ -74,6 +74,9 @@ class MachineConfig:
     """The guest's real-time clock at power-on, ``YYYY-MM-DDTHH:MM:SS`` in UTC; it then
     runs on QEMU's virtual clock (stops while the VM is paused, restored by ``loadvm``).
     None: the host's UTC time."""
+    incoming: bool = False
+    """Wait for a saved state instead of booting (``-incoming defer``; the host then
+    sends it with ``migrate-incoming``, see :mod:`pytest_adare.qemu.migration`)."""
     extra_args: Sequence[str] = ()
 
     def __post_init__(self) -> None:
@@ -216,5 +219,6 @@ def build_qemu_argv(config: MachineConfig) -> list[str]:
         *_display_args(config),
         *_network_args(config),
         *_fw_cfg_args(config),
+        *(["-incoming", "defer"] if config.incoming else []),
         *config.extra_args,
     ]  # fmt: skip

@@ -48,7 +48,11 @@ _USERNET_FORWARD = re.compile(
     r"TCP\[HOST_FORWARD\]\s+\d+\s+(?P<host>\S+)\s+(?P<port>\d+)\s+\S+\s+(?P<guest>\d+)"
 )
 # Run states QEMU passes through on its own while the guest stays healthy.
-_BENIGN_RUN_STATES = {"running", "save-vm", "restore-vm", "finish-migrate", "suspended"}
+_BENIGN_RUN_STATES = {
+    "running", "save-vm", "restore-vm", "finish-migrate", "suspended",
+    # saving or loading a whole state (pytest_adare.qemu.migration) passes through these
+    "inmigrate", "postmigrate", "prelaunch",
+}  # fmt: skip
 _LAUNCH_TIMEOUT = 30.0
 _KVM_PROGRESS_SECONDS = 8.0
 
@@ -99,6 +103,7 @@ class Machine:
         extra_args: Sequence[str] = (),
         kvm_progress_seconds: float = _KVM_PROGRESS_SECONDS,
         rtc_base: str | None = None,
+        incoming: bool = False,
     ) -> None:
         self.manifest = manifest
         self.workdir = Path(workdir).resolve()
@@ -112,6 +117,8 @@ class Machine:
         self._qemu_binary = qemu_binary
         self._extra_args = tuple(extra_args)
         self._rtc_base = rtc_base
+        self.incoming = incoming
+        """Started to receive a saved state, not to boot (see ``qemu.migration``)."""
         self._kvm_progress_seconds = kvm_progress_seconds
         self.accel: str | None = None
         self.accel_reason: str | None = None
@@ -177,7 +184,7 @@ class Machine:
                 self._prepare()
                 choice = self._choose_accel()
                 self._launch(choice)
-                if choice.accel == "kvm" and self.manifest.kernel is not None:
+                if choice.accel == "kvm" and self.manifest.kernel is not None and not self.incoming:
                     self._fall_back_to_tcg_if_stalled(choice)
             except BaseException:
                 self._terminate()
@@ -243,6 +250,7 @@ class Machine:
             fw_cfg=self._fw_cfg,
             name=self.name,
             rtc_base=self._rtc_base,
+            incoming=self.incoming,
             extra_args=self._extra_args,
         )
 
