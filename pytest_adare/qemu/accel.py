@@ -94,7 +94,9 @@ def probe_kvm_boot(
 
 
 @functools.lru_cache(maxsize=8)
-def _qemu_version(qemu_binary: str) -> str:
+def qemu_version(qemu_binary: str) -> str:
+    """The first line of ``qemu_binary --version`` (part of every cache key that a QEMU
+    update must invalidate)."""
     out = subprocess.run(
         [qemu_binary, "--version"], capture_output=True, text=True, timeout=30, check=False
     )
@@ -102,7 +104,7 @@ def _qemu_version(qemu_binary: str) -> str:
 
 
 def _host_key(qemu_binary: str) -> str:
-    return f"{socket.gethostname()}|{os.uname().release}|{_qemu_version(qemu_binary)}"
+    return f"{socket.gethostname()}|{os.uname().release}|{qemu_version(qemu_binary)}"
 
 
 def _kernel_key(kernel: Path) -> str:
