@@ -46,8 +46,8 @@ def vm(manifest: ImageManifest, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 def test_start_waits_until_the_terminal_holds_the_keyboard_focus(vm: VM) -> None:
     phases = [phase.name for phase in vm.phases]
-    assert phases[-2:] == ["connect", "desktop"]
-    assert "xterm" in vm.phases[-1].detail.lower()
+    assert phases[-3:] == ["connect", "desktop", "gui"]
+    assert "xterm" in vm.phases[-2].detail.lower()
 
 
 @pytest.fixture(scope="module")
