@@ -14,11 +14,13 @@ Accel = Literal["auto", "kvm", "tcg"]
 Transport = Literal["websocket", "serial"]
 GuiMode = Literal["auto", "agent", "host"]
 Install = Literal["auto", "qga"]
+Warm = Literal["auto", "off"]
 
 ACCELS: tuple[Accel, ...] = get_args(Accel)
 TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
 GUI_MODES: tuple[GuiMode, ...] = get_args(GuiMode)
 INSTALLS: tuple[Install, ...] = get_args(Install)
+WARM_MODES: tuple[Warm, ...] = get_args(Warm)
 
 READY_TAG = "adare-ready"
 """The internal snapshot holding a VM's ready state (``-loadvm adare-ready`` resumes it)."""
@@ -73,6 +75,10 @@ class VMOptions:
     clock: str | None = None
     """The guest's clock at boot, ISO 8601 (``2024-03-01T09:00:00Z``; no offset = UTC);
     it then runs on the VM's virtual clock. None: the host's time."""
+    warm: Warm = "auto"
+    """``auto``: start from the ready state a first cold boot saved in the cache (same
+    image, agent bundle, QEMU and machine), saving it when there is none; ``off``: always
+    boot cold."""
 
     def __post_init__(self) -> None:
         if self.clock is not None:
@@ -82,6 +88,7 @@ class VMOptions:
             ("transport", TRANSPORTS),
             ("gui", GUI_MODES),
             ("install", INSTALLS),
+            ("warm", WARM_MODES),
         )
         for name, allowed in checks:
             value = getattr(self, name)
