@@ -26,6 +26,7 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -60,17 +61,26 @@ from pytest_adare.guest import AsyncGuest, Guest, tool_result
 from pytest_adare.image.agent_bundle import AgentBundle, build_agent_bundle
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.qemu.accel import AccelRequest
+from pytest_adare.qemu.accel import AccelRequest, choose_accel
 from pytest_adare.qemu.capture import DEFAULT_MAX_BYTES as CAPTURE_MAX
 from pytest_adare.qemu.capture import DEFAULT_SNAPLEN, NetworkCapture, network_capture
 from pytest_adare.qemu.disk_export import DiskFormat, export_disk
 from pytest_adare.qemu.evidence_capture import capture_evidence
 from pytest_adare.qemu.machine import Machine, MachineImage
 from pytest_adare.qemu.memory_dump import DUMP_TIMEOUT, DumpFormat, dump_guest_memory
+from pytest_adare.qemu.migration import load_state
 from pytest_adare.qemu.qga import AsyncQGAClient
 from pytest_adare.qemu.run_state import resume_guest
+from pytest_adare.qemu.saved_state import (
+    SavedState,
+    discard_state,
+    find_state,
+    save_machine_state,
+    state_lock,
+)
 from pytest_adare.qemu.screen import QemuScreen
 from pytest_adare.vm_options import READY_TAG, VMOptions
+from pytest_adare.warm_start import WarmPlan, boot_files, saved_boot_inputs, warm_plan
 
 T = TypeVar("T")
 Progress = Callable[[str], None]
@@ -96,6 +106,7 @@ class MachineFactory(Protocol):
         fw_cfg: Mapping[str, Path] | None,
         name: str,
         rtc_base: str | None = None,
+        incoming: bool = False,
     ) -> Machine: ...
 
 
@@ -159,6 +170,7 @@ class VM:
         self.token = new_token()
         self.layout = GuestLayout.for_manifest(manifest)
         self.agent_config = agent_config(self.layout, self.token, config_overrides)
+        self._custom_config = bool(config_overrides)
         self.handoff = self.options.install == "auto" and uses_boot_handoff(manifest)
         self.phases: list[Phase] = []
         self._machine: Machine | None = None
@@ -235,6 +247,9 @@ class VM:
         # pyautogui and its helpers go into the bundle only when the agent drives the GUI.
         self._bundle = build_agent_bundle(gui=self.manifest.desktop and self.gui != "host")
         self._phase("bundle", t, f"{self._bundle.version} {self._bundle.bundle_hash[:12]}")
+        warm = self._warm_plan()
+        if warm.saved is not None and self._warm_start(warm.saved):
+            return self
         entries: dict[str, Path] = {}
         hand_off = ""
         booted = self.manifest
@@ -261,7 +276,112 @@ class VM:
         self.machine.start()
         self._phase("qemu", t, self.machine.accel_reason or f"accel {self.machine.accel}")
         self._run(self._aready(hand_off))
+        if warm.key is not None:
+            self._save_warm(warm.key, booted.initrd, entries)
         return self
+
+    # -- warm start -----------------------------------------------------------------------
+    #
+    # A warm start loads the ready state the first cold boot of the same combination saved
+    # (pytest_adare.warm_start says which and why): QEMU starts waiting for it, loads it,
+    # and the guest runs on from the moment it was saved, with its agent still holding the
+    # saving VM's token. So the host connects once with that token, installs its own
+    # (``rekey``) and sets the guest clock from the host's (hours may have passed). Any
+    # failure discards that state and boots cold, which saves a new one.
+
+    def _warm_plan(self) -> WarmPlan:
+        assert self._bundle is not None
+        accel = choose_accel(
+            self.options.accel,
+            probe_kernel=None if self.manifest.kernel is None else Path(self.manifest.kernel),
+        )
+        plan = warm_plan(
+            self.manifest,
+            self.options,
+            accel=accel,
+            bundle_hash=self._bundle.bundle_hash,
+            run_dir=str(self.layout.run_dir),
+            handoff="initrd" if self.handoff and self.manifest.initrd else str(self.handoff),
+            custom_config=self._custom_config,
+        )
+        if self._progress is not None:
+            self._progress(f"{self.name} warm: {plan.reason}")
+        return plan
+
+    def _warm_start(self, saved: SavedState) -> bool:
+        """Start from ``saved``; False (after one line saying why) when that failed."""
+        t = time.monotonic()
+        initrd, fw_cfg = saved_boot_inputs(saved)
+        booted = replace(self.manifest, disk=saved.disk, format="qcow2", initrd=initrd)
+        try:
+            self._machine = self._new_machine(
+                booted,
+                self.workdir,
+                memory_mib=self.options.memory_mib,
+                cpus=self.options.cpus,
+                accel=self.options.accel,
+                network=self.options.network,
+                fw_cfg=fw_cfg,
+                name=self.name,
+                incoming=True,
+            )
+            self.machine.start()
+            self._run(self._awarm_ready(saved, t))
+        except (AdareError, OSError) as error:
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            if self._progress is not None:
+                self._progress(f"{self.name} warm: start failed ({first}); booting cold")
+            discard_state(saved)
+            with contextlib.suppress(Exception):
+                self._run(self._aclose(), timeout=30)
+            if self._machine is not None:
+                self._machine.shutdown()
+            self._machine, self._qga = None, None
+            self.phases.clear()
+            return False
+        return True
+
+    async def _awarm_ready(self, saved: SavedState, started: float) -> None:
+        await load_state(self.machine, saved.state, self.options.boot_timeout)
+        self._phase("warm", started, f"ready state {saved.key[:12]} loaded")
+        t = time.monotonic()
+        own, self.token = self.token, saved.meta["agent_token"]
+        try:
+            connection = await self._aconnect()
+        finally:
+            self.token = own
+        tool_result("rekey", await connection.call("rekey", {"token": own}, 30.0))
+        guest = self._attach(connection)
+        await guest.aio.set_time(datetime.now(timezone.utc))
+        self._phase("connect", t, f"{self.transport}, agent re-keyed, guest clock set")
+        await self._apick_gui()
+
+    def _save_warm(self, key: str, initrd: Path | None, fw_cfg: Mapping[str, Path]) -> None:
+        """Save this freshly booted VM's ready state for later VMs (once per key)."""
+        t = time.monotonic()
+        try:
+            with state_lock(key):
+                if find_state(key) is not None:
+                    detail = f"ready state {key[:12]} was saved meanwhile by another VM"
+                else:
+                    self._run(self._asave_warm(key, initrd, fw_cfg))
+                    detail = f"ready state {key[:12]} saved for later VMs"
+        except (AdareError, OSError) as error:
+            detail = f"ready state not saved: {str(error).splitlines()[0]}"
+        self._phase("warm-save", t, detail)
+
+    async def _asave_warm(
+        self, key: str, initrd: Path | None, fw_cfg: Mapping[str, Path]
+    ) -> None:
+        files, names = boot_files(initrd, fw_cfg)
+        await self._adisconnect()
+        try:
+            await save_machine_state(
+                self.machine, key, files, {"agent_token": self.token, "fw_cfg": names}
+            )
+        finally:
+            await self.machine.aqmp("cont")
+            await self._areconnect()
 
     async def _aready(self, hand_off: str) -> None:
         """Bring the agent up after QEMU started (boot or install), then connect."""
@@ -283,28 +403,40 @@ class VM:
             self._phase("install", t, report.describe() + (", listening" if listening else ""))
         t = time.monotonic()
         connection = await self._aconnect()
-        host_screen = QemuScreen(self.machine, self.manifest.display)
-        screen = None if self.options.gui == "agent" else host_screen
-        if self._guest is None:
-            self._guest = Guest(
-                AsyncGuest(connection, screen=screen, agent_root=self.layout.run_dir)
-            )
-        else:  # a restarted machine: same facade, new connection and QEMU
-            self._guest.aio.attach(connection)
-            self._guest.aio.use_screen(screen)
+        guest = self._attach(connection)
         info = connection.server_info
         self._phase("connect", t, f"{self.transport}, agent {info.get('version', '?')}")
         if self.manifest.desktop:
             t = time.monotonic()
             focused = await await_focused_window(
-                self._guest.aio,
+                guest.aio,
                 self.options.desktop_timeout,
                 console_tail=self.machine.console_tail(20),
             )
             self._phase("desktop", t, f"{focused} has the keyboard focus")
+        await self._apick_gui()
+
+    def _attach(self, connection: AgentConnection) -> Guest:
+        """The guest facade on ``connection`` (a restarted machine keeps the same facade)."""
+        screen = None if self.options.gui == "agent" else self._host_screen()
+        if self._guest is None:
+            self._guest = Guest(
+                AsyncGuest(connection, screen=screen, agent_root=self.layout.run_dir)
+            )
+        else:
+            self._guest.aio.attach(connection)
+            self._guest.aio.use_screen(screen)
+        return self._guest
+
+    def _host_screen(self) -> QemuScreen:
+        return QemuScreen(self.machine, self.manifest.display)
+
+    async def _apick_gui(self) -> None:
+        assert self._guest is not None
         t = time.monotonic()
         self._gui_choice = await self._choose_gui()
-        self._guest.aio.use_screen(None if self._gui_choice.mode == "agent" else host_screen)
+        agent = self._gui_choice.mode == "agent"
+        self._guest.aio.use_screen(None if agent else self._host_screen())
         self._phase("gui", t, self._gui_choice.describe())
 
     async def _choose_gui(self) -> GuiChoice:
