@@ -68,6 +68,10 @@ class SnapshotError(AdareError):
     """``savevm``/``loadvm`` failed (QEMU's message says why)."""
 
 
+class MigrationError(AdareError):
+    """Writing or loading a machine's whole state failed (QEMU's message says why)."""
+
+
 class AgentUnreachable(AdareError):
     """No connection to the agent; ``diagnosis`` says why in one sentence.
 

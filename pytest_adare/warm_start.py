@@ -1,0 +1,133 @@
+"""Which saved ready state a VM may start from, and what QEMU needs to load it.
+
+The first cold boot of a combination (image, agent bundle, QEMU, machine) saves its
+ready state in the cache (:mod:`pytest_adare.qemu.saved_state`); every later VM of the
+same combination, in this or any later pytest session or xdist worker, loads it
+instead of booting (:class:`~pytest_adare.vm.VM` does both). :func:`warm_plan` decides
+whether that may happen and under which key: the key covers every fact that decides
+whether a saved state fits (the files the guest booted from by path, size and mtime;
+the bundle; QEMU's version; memory, CPUs, accelerator, network, the agent's run dir),
+so a change of any of them makes a new key and the old state is simply not used.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pytest_adare.qemu.accel import AccelChoice, qemu_version
+from pytest_adare.qemu.saved_state import SavedState, find_state, state_key
+from pytest_adare.vm_options import VMOptions
+
+QEMU_BINARY = "qemu-system-x86_64"
+
+
+class WarmImage(Protocol):
+    """What the plan reads of an image (``ImageManifest`` fits)."""
+
+    @property
+    def disk(self) -> Path | None: ...
+    @property
+    def kernel(self) -> Path | None: ...
+    @property
+    def initrd(self) -> Path | None: ...
+    @property
+    def append(self) -> str | None: ...
+    @property
+    def memory_mib(self) -> int | None: ...
+    @property
+    def desktop(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class WarmPlan:
+    """Whether a VM starts warm: ``key`` None means cold only (``reason`` says why);
+    ``saved`` is the state to load, None when the cold boot will save one."""
+
+    key: str | None
+    saved: SavedState | None
+    reason: str
+
+
+def _identity(path: Path | None) -> str:
+    if path is None:
+        return "-"
+    stat = path.stat()
+    return f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def cold_only_reason(image: WarmImage, options: VMOptions, custom_config: bool) -> str | None:
+    """Why this VM must boot cold, or None when a warm start is possible."""
+    if options.warm == "off":
+        return "warm start off (warm='off')"
+    if image.kernel is None:
+        return "a firmware-booted disk (warm start needs a direct-boot kernel)"
+    if options.clock is not None:
+        return "a scenario clock (the saved guest clock would not match it)"
+    if custom_config:
+        return "a custom agent config"
+    return None
+
+
+def warm_plan(
+    image: WarmImage,
+    options: VMOptions,
+    *,
+    accel: AccelChoice,
+    bundle_hash: str,
+    run_dir: str,
+    handoff: str,
+    custom_config: bool = False,
+    root: Path | None = None,
+) -> WarmPlan:
+    """The plan for a VM of ``image`` with ``options`` whose QEMU will run under ``accel``."""
+    reason = cold_only_reason(image, options, custom_config)
+    if reason is not None:
+        return WarmPlan(None, None, reason)
+    parts = {
+        "qemu": qemu_version(QEMU_BINARY),
+        "disk": _identity(image.disk),
+        "kernel": _identity(image.kernel),
+        "initrd": _identity(image.initrd),
+        "append": image.append or "",
+        "bundle": bundle_hash,
+        "memory": str(options.memory_mib or image.memory_mib or ""),
+        "cpus": str(options.cpus or 1),
+        "network": str(options.network),
+        "accel": f"{accel.accel}/{accel.cpu_model}",
+        "desktop": str(image.desktop),
+        "run_dir": run_dir,
+        "handoff": handoff,
+    }
+    key = state_key(parts)
+    saved = find_state(key, root)
+    if saved is None:
+        return WarmPlan(key, None, f"no saved ready state yet ({key[:12]}): cold boot saves it")
+    return WarmPlan(key, saved, f"saved ready state {key[:12]}")
+
+
+def boot_files(initrd: Path | None, fw_cfg: Mapping[str, Path]) -> tuple[dict[str, Path], str]:
+    """The files to save with a state (by file name) and how to map them back (JSON)."""
+    files: dict[str, Path] = {}
+    names: dict[str, str] = {}
+    if initrd is not None:
+        files["initrd"] = initrd
+    for index, (name, path) in enumerate(sorted(fw_cfg.items())):
+        files[f"fw_cfg{index}"] = path
+        names[name] = f"fw_cfg{index}"
+    return files, json.dumps(names)
+
+
+def saved_boot_inputs(saved: SavedState) -> tuple[Path | None, dict[str, Path]]:
+    """(initrd, fw_cfg entries) to start QEMU with so it can load ``saved``.
+
+    QEMU must be given the very files the saved machine booted with: their sizes are
+    part of the state it loads.
+    """
+    initrd = saved.file("initrd")
+    names = json.loads(saved.meta.get("fw_cfg", "{}"))
+    fw_cfg = {str(name): saved.file(str(file)) for name, file in dict(names).items()}
+    return (initrd if initrd.is_file() else None), fw_cfg
