@@ -270,8 +270,7 @@ class VM:
             network=self.options.network,
             fw_cfg=entries,
             name=self.name,
-            # Only when asked: a factory that knows no clock still makes clock-less VMs.
-            **({"rtc_base": self.options.rtc_base} if self.options.clock else {}),
+            rtc_base=self.options.rtc_base,
         )
         self.machine.start()
         self._phase("qemu", t, self.machine.accel_reason or f"accel {self.machine.accel}")
