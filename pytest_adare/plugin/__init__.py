@@ -23,6 +23,7 @@ pytest_plugins = [
     "pytest_adare.plugin.fixtures",
     "pytest_adare.plugin.reports",
     "pytest_adare.plugin.hypervisor_evidence",
+    "pytest_adare.plugin.recording",
 ]
 
 __all__ = ["adare_options"]

@@ -23,6 +23,7 @@ C = TypeVar("C", bound=str)
 ISOLATIONS = ("snapshot", "none", "reboot")
 KEEP_MODES = ("never", "on-failure", "always")
 EVIDENCE_MODES = ("off", "on-failure", "always")
+RECORD_MODES = ("off", "on-failure", "always")
 OS_NAMES = ("linux", "windows")
 
 
@@ -108,6 +109,14 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "off",
     ),
     OptionSpec(
+        "record",
+        "film each test's screen: the host keeps the last 20 s of QMP screendumps at 2 fps "
+        "and writes recording.webp into the artifacts of a failing test (always: of every "
+        "test) (default: on-failure)",
+        RECORD_MODES,
+        "on-failure",
+    ),
+    OptionSpec(
         "keep",
         "keep a VM's disk overlay for a look afterwards (default: never)",
         KEEP_MODES,
@@ -156,6 +165,7 @@ class AdareOptions:
     keep: str = "never"
     pcap: bool = False
     evidence: str = "off"
+    record: str = "on-failure"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,228 @@
+"""A film of the guest's screen: the last seconds of QMP screendumps, kept in bounded memory.
+
+::
+
+    recorder = ScreenRecorder(lambda: vm.machine, fps=2, seconds=20)
+    await recorder.start()            # a task on the running loop (the VM's loop)
+    ...                               # the test runs
+    await recorder.stop()
+    recorder.save_film(folder / "recording.webp")   # animated WebP (GIF: ".gif")
+
+A background task asks QEMU for a PNG screendump ``fps`` times a second (no work in the
+guest: QEMU renders its own display) and keeps only frames that differ from the one
+before, each with the time it appeared, in a :class:`FrameRing` bounded by frame count,
+bytes and seconds. A frame is kept as QEMU's PNG bytes (a few tens of KiB for a desktop)
+and decoded only when a film is written. Screendumps that fail (the VM died or is being
+restored) are skipped and counted; the film shows what was captured.
+
+This module knows nothing of pytest: the plugin starts and stops one recorder per VM
+around each test and writes the film of a failing one (see ``plugin/reports.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import io
+import os
+import shutil
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from PIL import Image
+
+DEFAULT_FPS = 2.0
+DEFAULT_SECONDS = 20.0
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+SCREENDUMP_TIMEOUT = 10.0
+MIN_FRAME_MS = 20  # animated WebP/GIF players round shorter frames up anyway
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One distinct screen: when it appeared (monotonic seconds) and QEMU's PNG."""
+
+    at: float
+    png: bytes
+    digest: bytes
+
+
+class FrameRing:
+    """The distinct frames of the last ``max_seconds``: at most ``max_frames`` of them and
+    ``max_bytes`` of PNG in all (the oldest go first).
+
+    A frame that equals the newest is not stored: it only moves :attr:`last_seen`, so a
+    still screen costs nothing. The oldest frame is kept while the one after it appeared
+    within the window: the film then starts with what the screen showed at its start.
+    """
+
+    def __init__(self, max_frames: int, max_seconds: float, max_bytes: int) -> None:
+        if max_frames < 1 or max_seconds <= 0 or max_bytes < 1:
+            raise ValueError("a frame ring needs room for at least one frame, second and byte")
+        self.max_frames = max_frames
+        self.max_seconds = max_seconds
+        self.max_bytes = max_bytes
+        self._frames: deque[Frame] = deque()
+        self._bytes = 0
+        self.last_seen = 0.0
+        """When the newest frame was last seen on screen (it shows until then)."""
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    @property
+    def size(self) -> int:
+        """PNG bytes held."""
+        return self._bytes
+
+    def add(self, at: float, png: bytes) -> bool:
+        """Record the screen seen at ``at``; True when it differs from the newest frame."""
+        digest = hashlib.blake2b(png, digest_size=16).digest()
+        self.last_seen = at
+        if self._frames and self._frames[-1].digest == digest:
+            self._evict(at)
+            return False
+        self._frames.append(Frame(at, png, digest))
+        self._bytes += len(png)
+        self._evict(at)
+        return True
+
+    def _evict(self, now: float) -> None:
+        frames = self._frames
+        while len(frames) > 1 and (
+            len(frames) > self.max_frames
+            or self._bytes > self.max_bytes
+            or frames[1].at <= now - self.max_seconds
+        ):
+            self._bytes -= len(frames.popleft().png)
+        if frames and self._bytes > self.max_bytes:  # one frame larger than the budget
+            self._bytes -= len(frames.popleft().png)
+
+    def frames(self) -> list[Frame]:
+        """The frames held, oldest first."""
+        return list(self._frames)
+
+    def durations_ms(self) -> list[int]:
+        """How long each frame showed, in ms (the newest: until :attr:`last_seen`)."""
+        frames = list(self._frames)
+        if not frames:
+            return []
+        ends = [f.at for f in frames[1:]] + [max(self.last_seen, frames[-1].at)]
+        return [
+            max(MIN_FRAME_MS, round((end - f.at) * 1000))
+            for f, end in zip(frames, ends, strict=True)
+        ]
+
+
+class ScreendumpMachine(Protocol):
+    """What the recorder needs of :class:`~pytest_adare.qemu.machine.Machine`."""
+
+    async def aqmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any: ...
+
+
+class ScreenRecorder:
+    """Keeps the last ``seconds`` of the screen at ``fps`` (see the module docstring).
+
+    ``machine`` is called for every frame, so a VM that restarts its QEMU (``reboot``)
+    keeps being recorded.
+    """
+
+    def __init__(
+        self,
+        machine: Callable[[], ScreendumpMachine],
+        *,
+        fps: float = DEFAULT_FPS,
+        seconds: float = DEFAULT_SECONDS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        if not 0 < fps <= 10:
+            raise ValueError(f"fps must be in (0, 10], got {fps}")
+        self._machine = machine
+        self.interval = 1.0 / fps
+        self.ring = FrameRing(max(1, round(fps * seconds)) + 1, seconds, max_bytes)
+        self.captured = 0
+        self.failed = 0
+        self.last_error = ""
+        self._task: asyncio.Task[None] | None = None
+        self._dir: Path | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def start(self) -> None:
+        """Start recording on the running loop (the machine's); a no-op when running."""
+        if self.running:
+            return
+        self._dir = Path(tempfile.mkdtemp(prefix="adare-film-"))
+        self._task = asyncio.get_running_loop().create_task(self._record())
+
+    async def stop(self) -> None:
+        """Stop recording; the frames stay for :meth:`save_film`."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    async def _record(self) -> None:
+        assert self._dir is not None
+        path = self._dir / "frame.png"
+        next_at = time.monotonic()
+        while True:
+            try:
+                await self._machine().aqmp(
+                    "screendump", SCREENDUMP_TIMEOUT, filename=str(path), format="png"
+                )
+                png = await asyncio.to_thread(path.read_bytes)
+                self.ring.add(time.monotonic(), png)
+                self.captured += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # a dead or restoring VM: skip the frame, keep going
+                self.failed += 1
+                self.last_error = f"{type(error).__name__}: {error}".splitlines()[0]
+            next_at = max(next_at + self.interval, time.monotonic())
+            await asyncio.sleep(next_at - time.monotonic())
+
+    def save_film(self, path: str | os.PathLike[str]) -> Path | None:
+        """Write the frames as an animated WebP (or GIF when ``path`` ends in ``.gif``),
+        each shown as long as it was on screen; None when nothing was captured."""
+        frames = self.ring.frames()
+        if not frames:
+            return None
+        target = Path(path)
+        images = [Image.open(io.BytesIO(frame.png)).convert("RGB") for frame in frames]
+        durations = self.ring.durations_ms()
+        if target.suffix.lower() == ".gif":
+            options: dict[str, Any] = {"format": "GIF", "optimize": False}
+        else:
+            options = {"format": "WEBP", "quality": 60, "method": 0}
+        images[0].save(
+            target,
+            save_all=True,
+            append_images=images[1:],
+            duration=durations,
+            loop=0,
+            **options,
+        )
+        return target
+
+    def describe(self) -> str:
+        """One line for reports: frames kept, span, captures and failures."""
+        frames = self.ring.frames()
+        span = (self.ring.last_seen - frames[0].at) if frames else 0.0
+        failed = f", {self.failed} failed ({self.last_error})" if self.failed else ""
+        return (
+            f"{len(frames)} distinct frames over the last {span:.1f} s "
+            f"({self.captured} screendumps at {1 / self.interval:g} fps{failed})"
+        )
