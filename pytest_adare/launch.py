@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pytest_adare.image.resolve import resolve_image
 from pytest_adare.vm import VM
+from pytest_adare.vm_options import Warm
 from pytest_adare.vm_options import Accel, GuiMode, Transport, VMOptions
 
 
@@ -37,6 +38,7 @@ def launch(
     network: bool = True,
     clock: str | None = None,
     gui: GuiMode = "auto",
+    warm: Warm = "auto",
     workdir: str | Path | None = None,
     keep_workdir: bool = False,
     progress: Callable[[str], None] | None = _print_progress,
@@ -50,6 +52,10 @@ def launch(
     and why), ``agent`` (pyautogui in the guest) or ``host`` (QMP screendump and input).
     Progress lines (one per boot phase, with its time) go to ``progress``; pass None for
     silence.
+
+    ``warm`` (``auto``/``off``): start from the ready state the first cold boot of the
+    same image, bundle, QEMU and machine saved in the cache (``auto``, the default), or
+    always boot cold.
 
     ``clock`` (ISO 8601, e.g. ``"2024-03-01T09:00:00Z"``) boots the guest with its clock
     there, running on the VM's virtual clock.
@@ -69,6 +75,7 @@ def launch(
         network=network,
         clock=clock,
         gui=gui,
+        warm=warm,
     )
     manifest = resolve_image(str(image), progress=progress)
     own_dir = workdir is None
