@@ -19,8 +19,7 @@ from pathlib import Path
 
 from pytest_adare.image.resolve import resolve_image
 from pytest_adare.vm import VM
-from pytest_adare.vm_options import Warm
-from pytest_adare.vm_options import Accel, GuiMode, Transport, VMOptions
+from pytest_adare.vm_options import Accel, GuiMode, Transport, VMOptions, Warm
 
 
 def _print_progress(line: str) -> None:
