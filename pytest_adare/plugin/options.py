@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pytest_adare.vm_options import ACCELS, GUI_MODES, TRANSPORTS, VMOptions
+from pytest_adare.vm_options import ACCELS, GUI_MODES, TRANSPORTS, WARM_MODES, VMOptions
 
 C = TypeVar("C", bound=str)
 
@@ -117,6 +117,14 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "on-failure",
     ),
     OptionSpec(
+        "warm",
+        "warm start: a VM loads the ready state the first cold boot of the same image, "
+        "agent bundle, QEMU and machine saved in the cache (auto), or always boots (off); "
+        "each VM says which and why (default: auto)",
+        WARM_MODES,
+        "auto",
+    ),
+    OptionSpec(
         "keep",
         "keep a VM's disk overlay for a look afterwards (default: never)",
         KEEP_MODES,
@@ -132,7 +140,8 @@ MARKER_DOC = (
     "whose VM differs from the session VM gets its own VM, shared with tests asking for "
     "the same); isolation overrides --adare-isolation for this test; gui=True (or "
     "'auto'/'agent'/'host') needs an image with a desktop; os='linux'|'windows' needs that guest "
-    "OS; clock='2024-03-01T09:00:00Z' boots the guest with its clock there (its own VM). "
+    "OS; clock='2024-03-01T09:00:00Z' boots the guest with its clock there (its own VM); "
+    "warm='off' boots it cold. "
     "Unmet needs skip the test with the reason."
 )
 
@@ -147,6 +156,7 @@ MARKER_KEYS = (
     "transport",
     "network",
     "clock",
+    "warm",
 )
 
 
@@ -166,6 +176,7 @@ class AdareOptions:
     pcap: bool = False
     evidence: str = "off"
     record: str = "on-failure"
+    warm: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -375,6 +386,7 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
         network=network,
         gui=gui_mode,
         clock=_marker_clock(kwargs.get("clock")),
+        warm=_marker_choice(kwargs.get("warm", options.warm), WARM_MODES, "warm"),
     )
     return VMRequest(
         image=str(image),
