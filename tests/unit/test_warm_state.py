@@ -1,0 +1,173 @@
+"""The warm-start cache without QEMU: keys, eligibility, saving, publishing, finding."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_adare.errors import MigrationError
+from pytest_adare.image.manifest import ImageManifest
+from pytest_adare.qemu.accel import AccelChoice
+from pytest_adare.qemu.saved_state import find_state, save_machine_state, state_key
+from pytest_adare.vm_options import VMOptions
+from pytest_adare.warm_start import boot_files, saved_boot_inputs, warm_plan
+
+TCG = AccelChoice("tcg", None, "accel: tcg (test)")
+
+
+class FakeMachine:
+    """Answers the QMP commands a migration sends; ``migrate`` writes the stream file."""
+
+    name = "fake"
+
+    def __init__(self, overlay: Path, fail: bool = False) -> None:
+        self.overlay_path = overlay
+        self.sent: list[str] = []
+        self.fail = fail
+
+    async def aqmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
+        self.sent.append(cmd)
+        if cmd == "migrate":
+            target = args["uri"].split("> ", 1)[1].strip("'")
+            await asyncio.to_thread(Path(target).write_bytes, b"QEVM" + b"\0" * 100)
+        if cmd == "query-migrate":
+            return {"status": "failed", "error-desc": "disk full"} if self.fail else {
+                "status": "completed"
+            }
+        return {}
+
+    async def bounded(self, coro: Any, timeout: float, what: str) -> Any:
+        return await coro
+
+
+@pytest.fixture
+def image(tmp_path: Path) -> ImageManifest:
+    for name in ("disk.qcow2", "vmlinuz", "initrd.gz"):
+        (tmp_path / name).write_bytes(name.encode())
+    return ImageManifest(
+        name="t",
+        disk=tmp_path / "disk.qcow2",
+        kernel=tmp_path / "vmlinuz",
+        initrd=tmp_path / "initrd.gz",
+        append="console=ttyS0",
+        memory_mib=256,
+    )
+
+
+def plan(image: ImageManifest, root: Path, **changes: Any) -> Any:
+    options = VMOptions(**changes.pop("options", {}))
+    args: dict[str, Any] = {
+        "accel": TCG,
+        "bundle_hash": "bundle-a",
+        "run_dir": "/adare/run",
+        "handoff": "initrd",
+        "root": root,
+    }
+    args.update(changes)
+    return warm_plan(image, options, **args)
+
+
+def test_the_key_covers_every_fact_a_saved_state_depends_on(
+    image: ImageManifest, tmp_path: Path
+) -> None:
+    root = tmp_path / "warm"
+    base = plan(image, root).key
+    assert base == plan(image, root).key  # stable
+    others = {
+        plan(image, root, bundle_hash="bundle-b").key,
+        plan(image, root, accel=AccelChoice("kvm", "host", "kvm")).key,
+        plan(image, root, options={"memory_mib": 512}).key,
+        plan(image, root, options={"cpus": 2}).key,
+        plan(image, root, run_dir="/other").key,
+        plan(image, root, handoff="fw_cfg").key,
+        plan(image, root, options={"transport": "serial", "network": False}).key,
+    }
+    assert base not in others and len(others) == 7
+    (tmp_path / "vmlinuz").write_bytes(b"a rebuilt kernel")  # size and mtime change
+    assert plan(image, root).key != base
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"options": {"warm": "off"}}, "warm start off"),
+        ({"options": {"clock": "2024-03-01T09:00:00Z"}}, "scenario clock"),
+        ({"custom_config": True}, "custom agent config"),
+    ],
+)
+def test_what_must_boot_cold_says_why(
+    image: ImageManifest, tmp_path: Path, change: dict[str, Any], reason: str
+) -> None:
+    cold = plan(image, tmp_path, **change)
+    assert cold.key is None and cold.saved is None and reason in cold.reason
+
+
+def test_a_firmware_booted_disk_boots_cold(tmp_path: Path) -> None:
+    (tmp_path / "disk.img").write_bytes(b"x")
+    cold = plan(ImageManifest(name="d", disk=tmp_path / "disk.img", format="raw"), tmp_path)
+    assert cold.key is None and "firmware-booted" in cold.reason
+
+
+def test_saving_publishes_a_complete_private_state_that_is_then_found(
+    image: ImageManifest, tmp_path: Path
+) -> None:
+    root = tmp_path / "warm"
+    first = plan(image, root)
+    assert first.saved is None and "cold boot saves it" in first.reason
+    overlay = tmp_path / "overlay.qcow2"
+    overlay.write_bytes(b"overlay bytes")
+    handoff = tmp_path / "handoff-initrd.gz"
+    handoff.write_bytes(b"initrd with config")
+    config = tmp_path / "config.json"
+    config.write_bytes(b"{}")
+    files, names = boot_files(handoff, {"opt/adare/config.json": config})
+    machine = FakeMachine(overlay)
+    saved = asyncio.run(
+        save_machine_state(
+            machine, first.key, files, {"agent_token": "tok", "fw_cfg": names}, root=root
+        )
+    )
+    assert machine.sent[:2] == ["stop", "migrate"]  # paused first, then one pass
+    assert saved.disk.read_bytes() == b"overlay bytes"
+    assert stat.S_IMODE((saved.directory / "meta.json").stat().st_mode) == 0o600
+    assert [p.name for p in root.iterdir() if p.name.startswith(".") and p.is_dir()] == []
+    again = plan(image, root)
+    assert again.saved is not None and again.saved.meta["agent_token"] == "tok"
+    initrd, fw_cfg = saved_boot_inputs(again.saved)
+    assert initrd is not None and initrd.read_bytes() == b"initrd with config"
+    assert fw_cfg["opt/adare/config.json"].read_bytes() == b"{}"
+    # A second save of the same key keeps the state that is there.
+    other = FakeMachine(overlay)
+    assert asyncio.run(save_machine_state(other, first.key, {}, {}, root=root)) == saved
+    assert other.sent == []
+
+
+def test_a_failed_migration_leaves_nothing_behind(image: ImageManifest, tmp_path: Path) -> None:
+    root = tmp_path / "warm"
+    key = plan(image, root).key
+    overlay = tmp_path / "overlay.qcow2"
+    overlay.write_bytes(b"x")
+    with pytest.raises(MigrationError, match="disk full"):
+        asyncio.run(save_machine_state(FakeMachine(overlay, fail=True), key, {}, {}, root=root))
+    assert list(root.iterdir()) == []
+    assert find_state(key, root) is None
+
+
+def test_an_incomplete_or_odd_directory_is_not_a_state(tmp_path: Path) -> None:
+    key = state_key({"x": "1"})
+    directory = tmp_path / key
+    directory.mkdir()
+    (directory / "state.bin").write_bytes(b"s")
+    (directory / "disk.qcow2").write_bytes(b"d")
+    assert find_state(key, tmp_path) is None  # no meta.json: not finished
+    (directory / "meta.json").write_text(json.dumps({"agent_token": 5}))
+    assert find_state(key, tmp_path) is None  # meta values must be strings
+    (directory / "meta.json").write_text(json.dumps({"agent_token": "t"}))
+    assert find_state(key, tmp_path) is not None
+    (directory / "state.bin").unlink()
+    assert find_state(key, tmp_path) is None
