@@ -351,7 +351,10 @@ class VM:
             self.token = own
         tool_result("rekey", await connection.call("rekey", {"token": own}, 30.0))
         guest = self._attach(connection)
-        await guest.aio.set_time(datetime.now(timezone.utc))
+        if self.layout.os == "windows":
+            await guest.aio.set_time(datetime.now(timezone.utc))
+        else:  # the system clock only: hwclock -w would wait for the RTC's next second
+            await guest.aio.shell(f"date -u -s @{time.time():.6f} >/dev/null", timeout=30)
         self._phase("connect", t, f"{self.transport}, agent re-keyed, guest clock set")
         await self._apick_gui()
 
