@@ -32,7 +32,7 @@ BENCH = REPO / "bench"
 RESULTS = BENCH / "results.json"
 PERFORMANCE = REPO / "docs" / "performance.md"
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
-ORDER = ("codec", "agent", "boot", "runtime", "isolation")
+ORDER = ("codec", "agent", "boot", "runtime", "warm_start", "isolation")
 
 
 def arguments(name: str, image: str, quick: bool) -> list[str]:
@@ -43,6 +43,7 @@ def arguments(name: str, image: str, quick: bool) -> list[str]:
         "boot": (["--image", image], ["--image", image, "--runs", "1"]),
         "runtime": ([image], [image]),
         "isolation": (["--image", image], ["--image", image, "--tests", "3"]),
+        "warm_start": (["--image", image], ["--image", image, "--runs", "1"]),
     }
     full, short = table.get(name, ([], []))
     return short if quick else full
@@ -67,6 +68,15 @@ class Comparison:
 
 
 COMPARISONS = (
+    Comparison(
+        "warm_start",
+        "warm start: QEMU start → first tool answered (saved ready state), median",
+        ("warm", "median_qemu_start_to_first_tool_s"),
+        "cold boot, same image",
+        ("cold", "median_qemu_start_to_first_tool_s"),
+        "s",
+        True,
+    ),
     Comparison(
         "boot",
         "boot (*): QEMU start → agent answering, median",
@@ -428,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     if not names:
         parser.error(f"no benchmark scripts to run in {BENCH} (only={args.only})")
     benchmarks = {name: run_script(name, args.image, args.quick, args.timeout) for name in names}
+    if only is not None and RESULTS.is_file():  # --only refreshes those, keeps the rest
+        benchmarks = {**json.loads(RESULTS.read_text()).get("benchmarks", {}), **benchmarks}
     report = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "image": args.image,
