@@ -80,6 +80,10 @@ VARIANTS = ("raw", "inverted", "scaled", "grey")
 MIN_WORD_CONFIDENCE = 40.0
 """Words tesseract is less sure of (0-100) are noise on a screen: left out."""
 SCALE = 3
+MAX_SCALED_PIXELS = 12_000_000
+"""The scaled variant stays below this (a 4K screen is read at its own size only)."""
+MAX_SCREEN_PIXELS = 40_000_000
+"""Screens larger than this (the guest sends the screenshot) are refused, not read."""
 SAME_PLACE = 0.5
 """Two boxes are one place when their overlap covers this share of the smaller one."""
 FIRST_DELAY = 0.05
@@ -315,6 +319,13 @@ def _engine() -> Any:
     return api
 
 
+def scale_for(size: tuple[int, int]) -> int:
+    """How much the scaled variant enlarges a screen of ``size``: :data:`SCALE`, less
+    when that would exceed :data:`MAX_SCALED_PIXELS` (1 = no scaled variant)."""
+    pixels = max(size[0] * size[1], 1)
+    return max(1, min(SCALE, int((MAX_SCALED_PIXELS / pixels) ** 0.5)))
+
+
 def variant_images(screen: Image.Image) -> Iterator[tuple[str, Image.Image, int]]:
     """The variants OCR reads, in :data:`VARIANTS` order: ``(name, image, scale)``."""
     grey = screen.convert("L")
@@ -325,14 +336,15 @@ def variant_images(screen: Image.Image) -> Iterator[tuple[str, Image.Image, int]
             yield name, grey, 1
         elif name == "inverted":
             yield name, ImageOps.invert(grey), 1
-        else:
+        elif scale_for(grey.size) > 1:
             # Dark text on light, as tesseract was trained, three times as large: small
             # bitmap fonts (xterm's 6x13 "fixed", the VGA console's 9x16) get the
             # x-height tesseract needs (measured: 2x misreads them, 3x reads them).
             mean = sum(i * n for i, n in enumerate(grey.histogram())) / (grey.width * grey.height)
             upright = ImageOps.invert(grey) if mean < 128 else grey
-            size = (grey.width * SCALE, grey.height * SCALE)
-            yield name, upright.resize(size, Image.Resampling.LANCZOS), SCALE
+            factor = scale_for(grey.size)
+            size = (grey.width * factor, grey.height * factor)
+            yield name, upright.resize(size, Image.Resampling.LANCZOS), factor
 
 
 def ocr_lines(
@@ -371,6 +383,11 @@ def _lines(api: Any, variant: str, scale: int, offset: tuple[int, int]) -> list[
 
 
 def _crop(screen: Image.Image, region: Region | None) -> tuple[Image.Image, tuple[int, int]]:
+    if screen.width * screen.height > MAX_SCREEN_PIXELS:
+        raise ValueError(
+            f"a {screen.width}x{screen.height} screenshot is too large to read "
+            f"(at most {MAX_SCREEN_PIXELS} pixels)"
+        )
     if region is None:
         return screen, (0, 0)
     x, y, width, height = region

@@ -108,7 +108,8 @@ def test_auto_picks_the_agents_screen_on_the_desktop_image(vm: VM) -> None:
 
 
 def test_text_typed_into_the_terminal_is_read_inside_the_terminal_window(desktop: Guest) -> None:
-    word = random.choice(["orange", "violet", "copper", "silver", "marble", "harbor"])
+    # No "m": xterm's 6x13 M is read as H now and then (docs/performance.md).
+    word = random.choice(["orange", "violet", "copper", "silver", "garden", "harbor"])
     marker = f"typed {word} {''.join(random.choices('23456', k=4))}"
     desktop.keyboard.type(f"clear; echo '{marker}' | tr a-z A-Z")
     desktop.keyboard.press("enter")

@@ -200,3 +200,15 @@ def test_without_english_data_the_error_names_the_apt_package(
     monkeypatch.setattr(screen_text, "TESSDATA_DIRS", ())
     with pytest.raises(OcrUnavailable, match=r"apt-get install tesseract-ocr tesseract-ocr-eng"):
         read_screen_text(rendered(["x"], dark=False))
+
+
+def test_large_screens_get_a_smaller_scaled_variant_and_huge_ones_are_refused() -> None:
+    assert screen_text.scale_for((1024, 768)) == 3
+    assert screen_text.scale_for((3840, 2160)) == 1  # 4K: read at its own size only
+    assert [name for name, _, _ in screen_text.variant_images(Image.new("L", (3840, 2160)))] == [
+        "raw",
+        "inverted",
+        "grey",
+    ]
+    with pytest.raises(ValueError, match="too large to read"):
+        read_screen_text(Image.new("L", (10_000, 5_000)))
