@@ -9,7 +9,9 @@ sequence byte; the rest depends on the opcode::
 
 Requests: ``PING`` (health report), ``OPEN`` (new session), ``SEND`` (one fragment of a
 host→guest protocol message), ``POLL`` (next fragment of a queued guest→host message),
-``ABORT`` (drop a half-sent message), ``CLOSE`` (end the session). The guest answers
+``ABORT`` (drop a half-sent message), ``CLOSE`` (end the session), ``SEND_BINARY`` (one
+fragment of a host→guest binary transfer message; guest→host ones are polled with the
+``BINARY`` flag). The guest answers
 each with the same opcode plus 0x80, or with ``ERROR``. A request equal to the previous
 one (same seq and bytes) is a retransmission: the guest repeats its previous answer
 without acting again, so the host may resend after a lost or corrupted answer.
@@ -68,6 +70,8 @@ class Op(enum.IntEnum):
     POLL = 0x04
     ABORT = 0x05
     CLOSE = 0x06
+    SEND_BINARY = 0x07
+    """Like SEND, for a binary message (raw bytes, docs/agent.md "Binary transfer")."""
     ERROR = 0x7F
     """Only in responses (as ``0xFF``)."""
 
@@ -99,6 +103,8 @@ class PollFlag(enum.IntFlag):
     """A fragment follows."""
     MORE = 0x02
     """More is queued after this fragment: poll again at once."""
+    BINARY = 0x04
+    """The fragment belongs to a binary message (raw bytes, not JSON text)."""
 
 
 class LinkError(ValueError):
@@ -278,6 +284,13 @@ class MessageReceived:
 
 
 @dataclass(frozen=True)
+class BinaryReceived:
+    """A complete host→guest binary message (a transfer message, raw bytes)."""
+
+    data: bytes
+
+
+@dataclass(frozen=True)
 class SessionRequested:
     """The host opened a new session: forget the old one and its queued messages."""
 
@@ -287,7 +300,7 @@ class SessionEnded:
     """The host closed its session: cancel its calls; nothing is polled until the next OPEN."""
 
 
-LinkEvent = MessageReceived | SessionRequested | SessionEnded
+LinkEvent = MessageReceived | BinaryReceived | SessionRequested | SessionEnded
 
 
 class GuestLink:
@@ -310,7 +323,8 @@ class GuestLink:
         self._health = health
         self._decoder = FrameDecoder()
         self._inbound = Reassembler(max_message)
-        self._outbound: deque[bytes] = deque()
+        self._inbound_binary = False
+        self._outbound: deque[tuple[bytes, bool]] = deque()  # (message, binary)
         self._out_offset = 0
         self.queued_bytes = 0
         self.max_queued = max_queued
@@ -361,12 +375,14 @@ class GuestLink:
         drain, self.drain_requested = self.drain_requested, False
         return drain
 
-    def queue_message(self, text: str) -> None:
-        """Queue a guest→host message for the host to poll.
+    def queue_message(self, text: str | bytes) -> None:
+        """Queue a guest→host message for the host to poll: ``str`` (JSON text) or
+        ``bytes`` (a binary message, polled with the ``BINARY`` flag).
 
         :raise LinkError: ``QUEUE_FULL`` when it would exceed :attr:`max_queued` bytes.
         """
-        data = text.encode("utf-8", "surrogateescape")
+        binary = isinstance(text, bytes)
+        data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
         if not data:
             raise ValueError("cannot queue an empty message")
         if self.queued_bytes + len(data) > self.max_queued:
@@ -375,7 +391,7 @@ class GuestLink:
                 f"{self.queued_bytes} bytes already wait to be polled; "
                 f"dropping a {len(data)}-byte message",
             )
-        self._outbound.append(data)
+        self._outbound.append((data, binary))
         self.queued_bytes += len(data)
 
     def clear_outbound(self) -> None:
@@ -408,15 +424,16 @@ class GuestLink:
             op = Op(packet.op)
         except ValueError:
             raise LinkError(ErrorCode.BAD_REQUEST, f"unknown opcode 0x{packet.op:02X}") from None
-        if op is not Op.SEND and packet.body:
+        if op not in (Op.SEND, Op.SEND_BINARY) and packet.body:
             raise LinkError(ErrorCode.BAD_REQUEST, f"{op.name} takes no body")
         if op is Op.PING:
             room = MAX_RESPONSE_PAYLOAD - PREFIX_SIZE
             return encode_packet(op.answer, packet.seq, json_body(self._health(), room))
         if op is Op.OPEN:
             return encode_packet(op.answer, packet.seq, self._open())
-        if op is Op.SEND:
-            return encode_packet(op.answer, packet.seq, self._receive_fragment(packet.body))
+        if op in (Op.SEND, Op.SEND_BINARY):
+            body = self._receive_fragment(packet.body, binary=op is Op.SEND_BINARY)
+            return encode_packet(op.answer, packet.seq, body)
         if op is Op.POLL:
             return encode_packet(op.answer, packet.seq, self._next_fragment())
         if op is Op.CLOSE:
@@ -438,13 +455,22 @@ class GuestLink:
             "max_message": self._inbound.max_size,
             "send_chunk": SEND_CHUNK,
             "poll_chunk": POLL_CHUNK,
+            "binary": True,
         }
         return json.dumps(info, separators=(",", ":")).encode()
 
-    def _receive_fragment(self, body: bytes) -> bytes:
-        message = self._inbound.add(Fragment.parse(body))
+    def _receive_fragment(self, body: bytes, *, binary: bool) -> bytes:
+        fragment = Fragment.parse(body)
+        if self._inbound.in_progress and binary != self._inbound_binary:
+            self._inbound.reset()
+            raise LinkError(ErrorCode.OUT_OF_SEQUENCE, "message kind changed mid-message")
+        message = self._inbound.add(fragment)
+        self._inbound_binary = binary
         if message is None:
             return self._inbound.received.to_bytes(4, "big")
+        if binary:
+            self._events.append(BinaryReceived(message))
+            return len(message).to_bytes(4, "big")
         try:
             text = message.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -455,7 +481,7 @@ class GuestLink:
     def _next_fragment(self) -> bytes:
         if not self._outbound:
             return bytes((0,))
-        head = self._outbound[0]
+        head, binary = self._outbound[0]
         data = head[self._out_offset : self._out_offset + POLL_CHUNK]
         fragment = Fragment(len(head), self._out_offset, data)
         self._out_offset += len(data)
@@ -464,6 +490,8 @@ class GuestLink:
             self._outbound.popleft()
             self._out_offset = 0
         flags = PollFlag.DATA | (PollFlag.MORE if self._outbound else 0)
+        if binary:
+            flags |= PollFlag.BINARY
         return bytes((flags,)) + fragment.encode()
 
     def _unsolicited_error(self, code: ErrorCode, message: str) -> None:

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import serial
 
 from adare_guest.serial_link import (
+    BinaryReceived,
     GuestLink,
     LinkError,
     LinkEvent,
@@ -75,7 +76,7 @@ class SessionLike(Protocol):
 class ServerLike(Protocol):
     """What the transport needs from the server (``adare_guest.server.AdareVMServer``)."""
 
-    def open_session(self, send: Callable[[str], Awaitable[None]], peer: str) -> Any: ...
+    def open_session(self, send: Callable[[str | bytes], Awaitable[None]], peer: str) -> Any: ...
 
     def health(self) -> dict[str, Any]: ...
 
@@ -315,6 +316,8 @@ class SerialTransport:
                 self._end_session()
             elif isinstance(event, MessageReceived):
                 await self._current_session().handle_text(event.text)
+            elif isinstance(event, BinaryReceived):
+                await self._current_session().handle_text(event.data)
 
     def _health(self) -> dict[str, Any]:
         # Called in the device thread; health() only reads a few attributes.
@@ -338,8 +341,8 @@ class SerialTransport:
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
 
-    def _sender(self, generation: int) -> Callable[[str], Awaitable[None]]:
-        async def send(text: str) -> None:
+    def _sender(self, generation: int) -> Callable[[str | bytes], Awaitable[None]]:
+        async def send(text: str | bytes) -> None:
             try:
                 with self._link_lock:
                     if generation != self._generation:

@@ -38,6 +38,7 @@ from adare_guest.backpressure import (
     send_deadline,
 )
 from adare_guest.base64_text import encode_with_base64_text
+from adare_guest.binary_transfer import TransferFrameError, Transfers, is_transfer_frame
 from adare_guest.config import AgentConfig, listen_host
 from adare_guest.identity import agent_identity, bundle_hash
 from adare_guest.protocol import (
@@ -70,7 +71,8 @@ from adare_guest.worker_pool import PoolExhausted, shared_pool
 
 log = logging.getLogger("adare_guest.server")
 
-SendFunc = Callable[[str], Awaitable[None]]
+SendFunc = Callable[[str | bytes], Awaitable[None]]
+"""Sends one message: ``str`` as JSON text, ``bytes`` as a binary transfer message."""
 AbortFunc = Callable[[], None]
 GroupFactory = Callable[[AgentConfig, AgentState], ToolGroup]
 
@@ -412,6 +414,8 @@ class Session:
         self._calls: dict[str, tuple[asyncio.Task[None], CallContext]] = {}
         self._call_ended = asyncio.Event()
         self.output_budget = OutputBudget(server.max_pending_output)
+        self.transfers = Transfers(self._send_text)
+        """Binary file transfers (docs/agent.md "Binary transfer")."""
         self._welcome: str | None = encode_message(
             Event(
                 EventType.LOG,
@@ -427,7 +431,7 @@ class Session:
         """Ids of the calls still running."""
         return list(self._calls)
 
-    async def _send_text(self, text: str | None) -> None:
+    async def _send_text(self, text: str | bytes | None) -> None:
         async with self._send_lock:
             if self.closed:
                 return
@@ -444,7 +448,7 @@ class Session:
             except Exception as exc:
                 self.server.record_error(f"send to {self.peer} failed: {exc}")
 
-    async def _send_bounded(self, text: str) -> None:
+    async def _send_bounded(self, text: str | bytes) -> None:
         """Send ``text`` or raise TimeoutError when the client does not take it in time."""
         limit = send_deadline(len(text), self.server.send_timeout)
         try:
@@ -498,6 +502,9 @@ class Session:
         whatever goes wrong with one message is answered and logged, the session stays)."""
         if self.closed:
             return
+        if isinstance(text, bytes) and is_transfer_frame(text):
+            await self.handle_binary(text)
+            return
         try:
             msg = parse_message(text, max_size=MAX_HOST_MESSAGE)
         except ProtocolError as exc:
@@ -516,6 +523,19 @@ class Session:
                 await self.send(ToolResult(msg.id, False, None, reason))
             else:
                 await self.send(Event(EventType.ERROR, {"message": reason, "id": msg.id}))
+
+    async def handle_binary(self, data: bytes) -> None:
+        """Handle one binary transfer message; never raises for bad input."""
+        if self.closed:
+            return
+        try:
+            await self.transfers.receive(data)
+        except TransferFrameError as exc:
+            log.warning("bad binary message from %s: %s", self.peer, exc)
+            await self.send(Event(EventType.ERROR, {"message": str(exc), "id": None}))
+        except Exception as exc:
+            log.exception("handling a binary message from %s failed", self.peer)
+            self.server.record_error(f"binary message: {type(exc).__name__}: {exc}"[:300])
 
     async def _dispatch(self, msg: Message) -> None:
         if isinstance(msg, ToolCall):
@@ -581,6 +601,7 @@ class Session:
             emit=self.send,
             loop=asyncio.get_running_loop(),
             output_budget=self.output_budget,
+            transfers=self.transfers,
         )
         task = asyncio.get_running_loop().create_task(
             self._run_call(ctx, self._call_reply(call, bound, params, ctx, limit))
@@ -661,6 +682,7 @@ class Session:
         self.closed = True
         self.server.sessions.discard(self)
         self._welcome_task.cancel()
+        await self.transfers.close()
         calls = list(self._calls.values())
         for task, ctx in calls:
             ctx.kill_processes()

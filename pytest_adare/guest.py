@@ -37,6 +37,7 @@ from pytest_adare.agent.transfer import (
     PULL_CHUNK,
     PUSH_CHUNK,
     ProgressCallback,
+    binary_transport,
     pull_file,
     push_file,
 )
@@ -366,11 +367,17 @@ class AsyncGuest:
     ) -> Path:
         """Copy a guest file to ``host_path``: chunked, sha256-verified, atomic on the host.
 
+        Binary messages carry the bytes when the agent offers them, else JSON chunks.
+
         :raise ToolError: the guest file cannot be read, is a directory, or the hash differs.
         """
-        return await pull_file(
-            self._checked, guest_path, host_path, progress=progress, chunk_size=chunk_size
-        )
+        binary = binary_transport(self._connection)
+        return await self.on_home_loop(
+            pull_file(
+                self._checked, guest_path, host_path, progress=progress,
+                chunk_size=chunk_size, binary=binary,
+            )
+        )  # fmt: skip
 
     async def push(
         self,
@@ -383,12 +390,17 @@ class AsyncGuest:
     ) -> None:
         """Copy a host file to ``guest_path`` (chunked; the agent verifies sha256, renames).
 
+        Binary messages carry the bytes when the agent offers them, else JSON chunks.
+
         :raise FileNotFoundError: ``host_path`` does not exist.
         :raise ToolError: the agent refused a chunk or the hash differed.
         """
-        await push_file(
-            self._checked, host_path, guest_path, mode=mode, progress=progress,
-            chunk_size=chunk_size,
+        binary = binary_transport(self._connection)
+        await self.on_home_loop(
+            push_file(
+                self._checked, host_path, guest_path, mode=mode, progress=progress,
+                chunk_size=chunk_size, binary=binary,
+            )
         )  # fmt: skip
 
     # -- GUI --------------------------------------------------------------------------

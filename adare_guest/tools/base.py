@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, Union
 
 from adare_guest.backpressure import OutputBudget
+from adare_guest.binary_transfer import Transfers
 from adare_guest.config import AgentConfig
 from adare_guest.protocol import Event, EventType
 from adare_guest.worker_pool import shared_pool
@@ -197,6 +198,7 @@ class CallContext:
         emit: EmitFunc | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
         output_budget: OutputBudget | None = None,
+        transfers: Transfers | None = None,
     ) -> None:
         self.call_id = call_id
         self.tool = tool
@@ -213,6 +215,8 @@ class CallContext:
         self._lock = threading.Lock()
         self.output_budget = output_budget
         """The session's budget for results not yet sent (None: unlimited)."""
+        self.transfers = transfers
+        """The session's binary transfers (None: the transport carries no binary messages)."""
         self._reserved: list[int] = []  # shared with derived contexts (chain steps)
 
     def _event(self, event_type: EventType | str, data: Mapping[str, Any]) -> Event:
@@ -270,6 +274,7 @@ class CallContext:
             emit=self._emit,
             loop=self._loop,
             output_budget=self.output_budget,
+            transfers=self.transfers,
         )
         sub._reserved = self._reserved  # the chain's reply carries the steps' results
         return sub

@@ -26,6 +26,12 @@ from pathlib import PurePath
 from typing import Any
 
 from adare_guest.base64_text import Base64Text
+from adare_guest.binary_transfer import (
+    DEFAULT_CHUNK,
+    DEFAULT_WINDOW,
+    TransferRefused,
+    check_transfer_params,
+)
 from adare_guest.config import AgentConfig
 from adare_guest.tools.base import AgentState, CallContext, ToolGroup, tool
 
@@ -438,6 +444,77 @@ def _remove(path: str) -> None:
         pass
 
 
+# --------------------------------------------------------------------------- binary
+
+
+def read_exactly(fd: int, n: int) -> bytes:
+    """Up to ``n`` bytes from ``fd``'s current position (fewer only at the end of file)."""
+    parts: list[bytes] = []
+    while n > 0 and (block := os.read(fd, n)):
+        parts.append(block)
+        n -= len(block)
+    return b"".join(parts)
+
+
+class PushTarget:
+    """The temporary file of a binary push, created exclusively beside ``path``.
+
+    Its descriptor stays open from creation to the rename, so no other guest process can
+    swap the file for a link; :meth:`finish` checks the name still means that file.
+    """
+
+    def __init__(self, path: str, mode: int | None) -> None:
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        if os.path.isdir(path):
+            raise FileToolError(f"{path} is a directory")
+        self.path = path
+        self.mode = mode
+        self.temp_path = os.path.join(
+            directory, f".{os.path.basename(path)}.adare-part-{os.getpid()}-{time.time_ns()}"
+        )
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | getattr(os, "O_BINARY", 0)
+        self._fd: int | None = os.open(self.temp_path, flags, 0o600)
+
+    def write(self, data: bytes) -> None:
+        """Append ``data``."""
+        assert self._fd is not None, "write after finish or abandon"
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def finish(self) -> None:
+        """Flush, set the mode and rename over :attr:`path`.
+
+        :raise FileToolError: the temporary name no longer means our file.
+        """
+        fd, self._fd = self._fd, None
+        assert fd is not None, "finish after finish or abandon"
+        try:
+            os.fsync(fd)
+            if not IS_WINDOWS:
+                os.fchmod(fd, self.mode if self.mode is not None else 0o644)
+            identity = _identity(os.fstat(fd))
+        finally:
+            os.close(fd)
+        try:
+            if IS_WINDOWS:
+                os.chmod(self.temp_path, self.mode if self.mode is not None else 0o644)
+            elif _identity(os.lstat(self.temp_path)) != identity:
+                raise FileToolError(f"the temporary file of {self.path} was replaced")
+            os.replace(self.temp_path, self.path)
+        except BaseException:
+            _remove(self.temp_path)
+            raise
+
+    def abandon(self) -> None:
+        """Close and remove the temporary file (nothing is written to :attr:`path`)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+            _remove(self.temp_path)
+
+
 # --------------------------------------------------------------------------- snapshot
 
 
@@ -634,6 +711,105 @@ class FileTools(ToolGroup):
             )
         except (OSError, FileToolError) as exc:
             return _error(f"cannot write {guest_path}: {_reason(exc)}", chunk_index=chunk_index)
+
+    @tool(timeout=60)
+    async def pull_file(
+        self,
+        ctx: CallContext,
+        *,
+        guest_path: str,
+        transfer_id: int,
+        chunk_size: int = DEFAULT_CHUNK,
+        window: int = DEFAULT_WINDOW,
+    ) -> dict[str, Any]:
+        """Stream ``guest_path`` to the host in binary messages (docs/agent.md, "Binary
+        transfer"); the result announces the size, the bytes follow (or precede) it."""
+        if ctx.transfers is None:
+            return _error("this connection carries no binary messages; use pull_file_chunk")
+        problem = check_transfer_params(transfer_id, chunk_size, window)
+        if problem is not None:
+            return _error(problem, is_directory=False)
+        try:
+            # Symlinks are followed, as by pull_file_chunk; the descriptor must be a file.
+            fd, fst = await ctx.run_in_thread(open_regular, guest_path)
+        except NotRegularFile as exc:
+            return _error(
+                f"{guest_path} is {_kind_name(exc.mode)}, not a regular file",
+                is_directory=stat.S_ISDIR(exc.mode),
+            )
+        except OSError as exc:
+            return _error(f"cannot read {guest_path}: {_reason(exc)}", is_directory=False)
+        try:
+            ctx.transfers.start_pull(
+                transfer_id,
+                fst.st_size,
+                chunk=chunk_size,
+                window=window,
+                read=lambda n: read_exactly(fd, n),
+                close=lambda: os.close(fd),
+            )
+        except TransferRefused as exc:
+            os.close(fd)
+            return _error(f"cannot pull {guest_path}: {exc}", is_directory=False)
+        return {
+            "status": "success",
+            "transfer_id": transfer_id,
+            "file_size": fst.st_size,
+            "chunk_size": chunk_size,
+            "window": window,
+            "is_directory": False,
+            "file_metadata": {"path": guest_path, **stat_metadata(fst)},
+        }
+
+    @tool(timeout=60)
+    async def push_file(
+        self,
+        ctx: CallContext,
+        *,
+        guest_path: str,
+        transfer_id: int,
+        file_size: int,
+        mode: int | None = None,
+        chunk_size: int = DEFAULT_CHUNK,
+        window: int = DEFAULT_WINDOW,
+    ) -> dict[str, Any]:
+        """Accept ``file_size`` bytes for ``guest_path`` in binary messages; END (with the
+        sha256) puts the file in place atomically with ``mode`` (docs/agent.md)."""
+        if ctx.transfers is None:
+            return _error("this connection carries no binary messages; use push_file_chunk")
+        try:
+            path = validate_guest_path(guest_path)
+            problem = check_transfer_params(transfer_id, chunk_size, window)
+            if problem is not None:
+                raise FileToolError(problem)
+            if not 0 <= file_size < 2**63:
+                raise FileToolError(f"file_size must be 0..2**63-1, got {file_size}")
+            if mode is not None and not 0 <= mode <= 0o7777:
+                raise FileToolError(f"mode must be 0..0o7777, got {mode}")
+            target = await ctx.run_in_thread(PushTarget, path, mode)
+        except (OSError, FileToolError) as exc:
+            return _error(f"cannot write {guest_path}: {_reason(exc)}")
+        try:
+            ctx.transfers.start_push(
+                transfer_id,
+                file_size,
+                chunk=chunk_size,
+                window=window,
+                write=target.write,
+                finish=target.finish,
+                abandon=target.abandon,
+            )
+        except TransferRefused as exc:
+            target.abandon()
+            return _error(f"cannot write {guest_path}: {exc}")
+        return {
+            "status": "success",
+            "transfer_id": transfer_id,
+            "file_size": file_size,
+            "chunk_size": chunk_size,
+            "window": window,
+            "path": path,
+        }
 
     @tool(timeout=300)
     async def get_filesystem_snapshot(

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adare_guest import __version__
+from adare_guest.binary_transfer import TransferFrameError, parse_transfer_frame
 from adare_guest.identity import PROTOCOL_VERSION
 from adare_guest.protocol import (
     MAX_HOST_MESSAGE,
@@ -55,6 +56,7 @@ from adare_guest.protocol import (
     parse_message,
 )
 from pytest_adare.agent.connection import EventCallback
+from pytest_adare.agent.transfer_stream import TransferStream, TransferStreams
 from pytest_adare.errors import AgentDisconnected, ProtocolViolation, ToolError, VMTimeout
 
 log = logging.getLogger(__name__)
@@ -107,11 +109,16 @@ class CallRouter(ABC):
         self._welcome: dict[str, Any] = {}
         self._failure: Exception | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._streams = TransferStreams(peer)
         self._dispatcher = asyncio.create_task(self._dispatch_loop(), name=f"agent-events {peer}")
 
     @abstractmethod
     async def _transmit(self, text: str) -> None:
         """Send one protocol message's JSON text; raise :class:`AgentDisconnected` if gone."""
+
+    @abstractmethod
+    async def _transmit_binary(self, data: bytes) -> None:
+        """Send one binary transfer message; raise :class:`AgentDisconnected` if gone."""
 
     # -- the AgentConnection interface ------------------------------------------------
 
@@ -160,6 +167,28 @@ class CallRouter(ABC):
             raise VMTimeout(f"the agent's answer to {tool!r} from {self.peer}", timeout) from None
         finally:
             self._pending.pop(message.id, None)
+
+    # -- binary transfers (pytest_adare.agent.connection.BinaryTransport) ---------------
+
+    def open_stream(self, *, window: int, max_payload: int) -> TransferStream:
+        """Register a new transfer id; the agent's messages for it go to the stream."""
+        self._check_open("open a transfer")
+        stream = self._streams.open(window=window, max_payload=max_payload)
+        if self._failure is not None:
+            stream.fail(self._failure)
+        return stream
+
+    def close_stream(self, stream: TransferStream) -> None:
+        """Forget a transfer (late messages for its id are dropped for a while)."""
+        self._streams.close(stream)
+
+    async def send_binary(self, data: bytes) -> None:
+        """Send one binary transfer message.
+
+        :raise AgentDisconnected: the connection is gone.
+        """
+        self._check_open("send a transfer message")
+        await self._transmit_binary(data)
 
     def subscribe(self, callback: EventCallback) -> Callable[[], None]:
         """Call ``callback(event)`` for every agent event; returns the unsubscribe function."""
@@ -243,6 +272,20 @@ class CallRouter(ABC):
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 
+    def _receive_binary(self, data: bytes) -> None:
+        """Route one binary transfer message to its stream.
+
+        :raise ProtocolViolation: not a transfer message, or for a transfer the host never
+            opened (the connection ends, as for an invalid JSON message).
+        """
+        try:
+            frame = parse_transfer_frame(data)
+        except TransferFrameError as exc:
+            raise ProtocolViolation(
+                f"the agent at {self.peer} sent an invalid binary message ({exc}): {data[:40]!r}"
+            ) from exc
+        self._streams.deliver(frame)
+
     def _fail_all(self, failure: Exception) -> None:
         """Mark the connection gone (the first cause wins); fail every pending call."""
         # Called from several places as a connection dies (reader end, send error,
@@ -254,6 +297,7 @@ class CallRouter(ABC):
         if self._failure is None:
             self._failure = failure
         error_type = self._disconnect_type or type(self._failure)
+        self._streams.fail_all(error_type(f"transfer got no further data: {self._failure}"))
         pending, self._pending = self._pending, {}
         for tool, future in pending.values():
             if not future.done():

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
+from pytest_adare.agent.transfer_stream import TransferStream
+
 EventCallback = Callable[[Any], "Awaitable[None] | None"]
 """A subscriber: called with each ``adare_guest.protocol.Event``; may be sync or async."""
 
@@ -40,4 +42,28 @@ class AgentConnection(Protocol):
 
     async def close(self) -> None:
         """Close the connection; pending calls fail with ``AgentDisconnected``."""
+        ...
+
+
+@runtime_checkable
+class BinaryTransport(Protocol):
+    """A connection that carries binary transfer messages (both host clients do).
+
+    Whether the agent at the other end speaks them is a separate question: it offers
+    ``pull_file`` and ``push_file`` among its tools (``server_info["tools"]``).
+    """
+
+    def open_stream(self, *, window: int, max_payload: int) -> TransferStream:
+        """Register a new transfer id; the agent's messages for it go to the stream."""
+        ...
+
+    def close_stream(self, stream: TransferStream) -> None:
+        """Forget a transfer."""
+        ...
+
+    async def send_binary(self, data: bytes) -> None:
+        """Send one binary transfer message.
+
+        :raise AgentDisconnected: the connection is gone.
+        """
         ...

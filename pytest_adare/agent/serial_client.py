@@ -220,6 +220,7 @@ class SerialAgentClient(CallRouter):
         )
         self._channel = channel
         self._inbound = Reassembler(max_message_bytes)
+        self._inbound_binary = False
         self._wake = asyncio.Event()
         self.link_info: dict[str, Any] = {}
         self._poller: asyncio.Task[None] | None = None
@@ -323,10 +324,15 @@ class SerialAgentClient(CallRouter):
     # -- sending and polling ------------------------------------------------------------
 
     async def _transmit(self, text: str) -> None:
-        data = text.encode()
+        await self._send_fragments(Op.SEND, text.encode())
+
+    async def _transmit_binary(self, data: bytes) -> None:
+        await self._send_fragments(Op.SEND_BINARY, data)
+
+    async def _send_fragments(self, op: Op, data: bytes) -> None:
         try:
             for fragment in fragments(data, SEND_CHUNK):
-                await self._channel.exchange(Op.SEND, fragment.encode())
+                await self._channel.exchange(op, fragment.encode())
         except RemoteError as exc:
             with contextlib.suppress(RemoteError):
                 await self._channel.exchange(Op.ABORT)
@@ -372,6 +378,12 @@ class SerialAgentClient(CallRouter):
         body = await self._channel.exchange(Op.POLL)
         if not body or not body[0] & PollFlag.DATA:
             return False
+        binary = bool(body[0] & PollFlag.BINARY)
+        if self._inbound.in_progress and binary != self._inbound_binary:
+            raise ProtocolViolation(
+                f"the agent on {self.peer} changed a message's kind (binary or text) mid-way"
+            )
+        self._inbound_binary = binary
         try:
             message = self._inbound.add(Fragment.parse(body[1:]))
         except LinkError as exc:
@@ -383,7 +395,10 @@ class SerialAgentClient(CallRouter):
                 ) from exc
             raise ProtocolViolation(f"bad fragment from the agent on {self.peer}: {exc}") from exc
         if message is not None:
-            self._receive(message)
+            if binary:
+                self._receive_binary(message)
+            else:
+                self._receive(message)
         return True
 
 

@@ -1,7 +1,15 @@
-"""Chunked file transfer over the agent's ``pull_file_chunk`` / ``push_file_chunk`` tools.
+"""File transfer: binary messages when the agent offers them, else JSON chunks.
 
-A pull asks for chunk 0 first (it carries the file size and chunk count), then keeps
-:data:`PULL_WINDOW` chunk requests in flight and writes each chunk at its offset as it
+**Binary** (``pull_file`` / ``push_file`` tools, docs/agent.md "Binary transfer"): a JSON
+call announces the transfer (size, a transfer id the host chose), the bytes travel as
+binary messages of :mod:`adare_guest.binary_transfer`, with :data:`BINARY_WINDOW` of them
+unacknowledged at most, and the whole file's sha256, computed by the sender while it
+streams, ends it. The receiver checks each offset and length against the announced size
+before it writes a byte, and the receiver's own running hash against the sender's.
+
+**JSON chunks** (``pull_file_chunk`` / ``push_file_chunk``, the reference host's form,
+for agents without the binary tools). A pull asks for chunk 0 first (it carries the file
+size and chunk count), then keeps :data:`PULL_WINDOW` chunk requests in flight and writes each chunk at its offset as it
 arrives, into a hidden ``.part`` file that is renamed over the target only when the
 host's sha256 of the whole file equals the guest's. Everything the guest says about
 the file is untrusted: sizes, chunk indexes and lengths are checked against each other
@@ -14,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hashlib
 import os
 import secrets
@@ -21,13 +30,29 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_adare.errors import ToolError
+from adare_guest.binary_transfer import (
+    DIGEST_SIZE,
+    MAX_REASON,
+    FrameKind,
+    TransferFrame,
+    cancel_frame,
+    encode_transfer_frame,
+)
+from pytest_adare.agent.connection import AgentConnection, BinaryTransport
+from pytest_adare.agent.transfer_stream import TransferStream
+from pytest_adare.errors import AgentDisconnected, ToolError
 
 ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(bytes_done, bytes_total)`` during a file transfer."""
 
 PULL_CHUNK = 2 * 1024 * 1024
 PUSH_CHUNK = 4 * 1024 * 1024  # 5.4 MiB as base64: well under the 16 MiB message limit
+BINARY_WINDOW = 4
+"""Binary data messages in flight (sent, not yet acknowledged) in either direction."""
+BINARY_FRAME_TIMEOUT = 120.0
+"""Seconds a binary transfer waits for the agent's next message (a TCG guest may be slow:
+the last one of a push follows an fsync)."""
+BINARY_TOOLS = ("pull_file", "push_file")
 PULL_WINDOW = 3  # chunk requests in flight at once (guest memory: several chunk sizes each)
 # 2 MiB x 3 measured as fast as 4 MiB x 2 under TCG with half the guest memory; an
 # 8 MiB chunk x 2 got the agent killed in a 256 MiB guest.
@@ -46,13 +71,19 @@ async def pull_file(
     *,
     progress: ProgressCallback | None = None,
     chunk_size: int = PULL_CHUNK,
+    binary: BinaryTransport | None = None,
 ) -> Path:
     """Copy a guest file to ``host_path``: chunked, sha256-verified, atomic on the host.
+
+    With ``binary`` (see :func:`binary_transport`) the bytes travel in binary messages,
+    else as base64 JSON chunks.
 
     :raise ToolError: the guest file cannot be read, is a directory, the guest's chunk
         layout does not add up, or the hash differs.
     """
     target = Path(host_path)
+    if binary is not None:
+        return await _pull_binary(call, binary, guest_path, target, progress, chunk_size)
 
     async def chunk(index: int) -> dict[str, Any]:
         return await call(
@@ -139,13 +170,20 @@ async def push_file(
     mode: int | None = None,
     progress: ProgressCallback | None = None,
     chunk_size: int = PUSH_CHUNK,
+    binary: BinaryTransport | None = None,
 ) -> None:
     """Copy a host file to ``guest_path`` (chunked; the agent verifies sha256, renames).
+
+    With ``binary`` (see :func:`binary_transport`) the bytes travel in binary messages,
+    else as base64 JSON chunks.
 
     :raise FileNotFoundError: ``host_path`` does not exist.
     :raise ToolError: the agent refused a chunk or the hash differed.
     """
     source = Path(host_path)
+    if binary is not None:
+        await _push_binary(call, binary, source, guest_path, mode, progress, chunk_size)
+        return
     size, sha256 = await asyncio.to_thread(_size_and_sha256, source)
     total_chunks = max(1, -(-size // chunk_size))
     done = 0
@@ -230,3 +268,268 @@ def chunk_data(
             None,
         )
     return data
+
+
+# --------------------------------------------------------------------------- binary
+
+
+def binary_transport(connection: AgentConnection) -> BinaryTransport | None:
+    """``connection`` when it carries binary messages and the agent offers the binary
+    tools (``server_info["tools"]``), else None (JSON chunks then)."""
+    tools = connection.server_info.get("tools") or ()
+    if isinstance(connection, BinaryTransport) and all(t in tools for t in BINARY_TOOLS):
+        return connection
+    return None
+
+
+async def _pull_binary(
+    call: CheckedCall,
+    link: BinaryTransport,
+    guest_path: str,
+    target: Path,
+    progress: ProgressCallback | None,
+    chunk_size: int,
+) -> Path:
+    stream = link.open_stream(window=BINARY_WINDOW, max_payload=chunk_size)
+    try:
+        answer = await call(
+            "pull_file",
+            guest_path=guest_path,
+            transfer_id=stream.transfer_id,
+            chunk_size=chunk_size,
+            window=BINARY_WINDOW,
+        )
+        size = _announced_size(guest_path, answer, stream, chunk_size)
+        part = target.with_name(f".{target.name}.{secrets.token_hex(8)}.part")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        out = part.open("xb")  # "x": never a name that exists (see pull_file)
+        try:
+            with out:
+                await _receive_file(link, stream, guest_path, size, out, progress)
+            os.replace(part, target)
+        finally:
+            part.unlink(missing_ok=True)
+    except BaseException as exc:
+        await _cancel(link, stream, f"the host gave up: {type(exc).__name__}")
+        raise
+    finally:
+        link.close_stream(stream)
+    return target
+
+
+def _announced_size(
+    guest_path: str, answer: dict[str, Any], stream: TransferStream, chunk_size: int
+) -> int:
+    """The file size of a ``pull_file`` answer, checked against what the host asked."""
+    if answer.get("is_directory"):
+        raise ToolError("pull_file", f"{guest_path!r} is a directory in the guest", answer)
+    size = answer.get("file_size")
+    if (
+        answer.get("transfer_id") != stream.transfer_id
+        or answer.get("chunk_size") != chunk_size
+        or answer.get("window") != stream.window
+        or type(size) is not int
+        or size < 0
+    ):
+        keys = {k: answer.get(k) for k in ("transfer_id", "chunk_size", "window", "file_size")}
+        raise ToolError(
+            "pull_file",
+            f"{guest_path!r}: the agent's announcement {keys} does not match transfer "
+            f"{stream.transfer_id} of {chunk_size}-byte chunks, window {stream.window}",
+            None,
+        )
+    return size
+
+
+async def _receive_file(
+    link: BinaryTransport,
+    stream: TransferStream,
+    guest_path: str,
+    size: int,
+    out: Any,
+    progress: ProgressCallback | None,
+) -> None:
+    """Write the DATA messages of ``stream`` to ``out`` until an END whose sha256 matches."""
+    digest = hashlib.sha256()
+    received = 0
+
+    def store(data: bytes) -> None:
+        out.write(data)
+        digest.update(data)
+
+    def refuse(reason: str) -> ToolError:
+        return ToolError("pull_file", f"{guest_path!r}: {reason}", None)
+
+    while True:
+        frame = await _next(
+            stream,
+            f"data of {guest_path!r} from the agent (transfer "
+            f"{stream.transfer_id}, {received} of {size} bytes in)",
+        )
+        if frame.kind is FrameKind.DATA:
+            length = len(frame.payload)
+            if frame.offset != received or length == 0 or received + length > size:
+                raise refuse(
+                    f"the agent sent {length} bytes at offset {frame.offset}, but {received} of "
+                    f"the {size} bytes it announced have arrived (the file changed, or the "
+                    "agent lies); nothing kept"
+                )
+            await asyncio.to_thread(store, frame.payload)
+            received += length
+            await link.send_binary(
+                encode_transfer_frame(FrameKind.ACK, stream.transfer_id, received)
+            )
+            stream.acknowledged()
+            if progress is not None:
+                progress(received, size)
+        elif frame.kind is FrameKind.END:
+            if frame.offset != size or received != size or len(frame.payload) != DIGEST_SIZE:
+                raise refuse(
+                    f"the agent ended the transfer after {received} of {size} bytes (it says "
+                    f"{frame.offset}, with a {len(frame.payload)}-byte hash); nothing kept"
+                )
+            if frame.payload != digest.digest():
+                raise refuse(
+                    f"sha256 mismatch (guest {frame.payload.hex()}, host "
+                    f"{digest.hexdigest()}); nothing kept"
+                )
+            if size == 0 and progress is not None:
+                progress(0, 0)
+            return
+        else:
+            raise refuse(_unexpected(frame))
+
+
+async def _push_binary(
+    call: CheckedCall,
+    link: BinaryTransport,
+    source: Path,
+    guest_path: str,
+    mode: int | None,
+    progress: ProgressCallback | None,
+    chunk_size: int,
+) -> None:
+    src = await asyncio.to_thread(source.open, "rb")
+    stream = link.open_stream(window=BINARY_WINDOW, max_payload=MAX_REASON)
+    try:
+        size = os.fstat(src.fileno()).st_size
+        params: dict[str, Any] = {
+            "guest_path": guest_path,
+            "transfer_id": stream.transfer_id,
+            "file_size": size,
+            "chunk_size": chunk_size,
+            "window": BINARY_WINDOW,
+        }
+        if mode is not None:
+            params["mode"] = mode
+        await call("push_file", **params)
+        sender = _PushSender(link, stream, guest_path, size, progress)
+        digest = hashlib.sha256()
+
+        def read(n: int) -> bytes:
+            data = src.read(n)
+            digest.update(data)
+            return data
+
+        while sender.sent < size:
+            await sender.wait_for_room()
+            data = await asyncio.to_thread(read, min(chunk_size, size - sender.sent))
+            if not data:
+                raise ToolError("push_file", f"{source} shrank while it was pushed", None)
+            await sender.send(data)
+        if await asyncio.to_thread(src.read, 1):
+            raise ToolError("push_file", f"{source} grew while it was pushed", None)
+        await link.send_binary(
+            encode_transfer_frame(FrameKind.END, stream.transfer_id, size, digest.digest())
+        )
+        await sender.wait_for_end(digest.digest())
+    except BaseException as exc:
+        await _cancel(link, stream, f"the host gave up: {type(exc).__name__}: {exc}")
+        raise
+    finally:
+        link.close_stream(stream)
+        src.close()
+
+
+class _PushSender:
+    """The host's side of a push: DATA out within the window, the agent's ACKs in."""
+
+    def __init__(
+        self,
+        link: BinaryTransport,
+        stream: TransferStream,
+        guest_path: str,
+        size: int,
+        progress: ProgressCallback | None,
+    ) -> None:
+        self.link, self.stream, self.guest_path, self.size = link, stream, guest_path, size
+        self.progress = progress
+        self.sent = 0
+        self.acked = 0
+        self._in_flight: list[int] = []  # end offsets of DATA messages not acknowledged
+
+    async def send(self, data: bytes) -> None:
+        frame = encode_transfer_frame(FrameKind.DATA, self.stream.transfer_id, self.sent, data)
+        await self.link.send_binary(frame)
+        self.sent += len(data)
+        self._in_flight.append(self.sent)
+
+    async def wait_for_room(self) -> None:
+        while (frame := self.stream.pending()) is not None:
+            self._take(frame)
+        while len(self._in_flight) >= self.stream.window:
+            self._take(await _next(self.stream, self._waiting_for("an acknowledgement")))
+
+    async def wait_for_end(self, digest: bytes) -> None:
+        while True:
+            frame = await _next(self.stream, self._waiting_for("the file to be in place"))
+            if frame.kind is not FrameKind.END:
+                self._take(frame)
+                continue
+            if frame.offset != self.size or frame.payload != digest or self.acked != self.size:
+                raise self._refuse(
+                    f"the agent confirmed {frame.offset} bytes with sha256 "
+                    f"{frame.payload.hex()} after acknowledging {self.acked}; sent {self.size} "
+                    f"bytes with sha256 {digest.hex()}"
+                )
+            if self.size == 0 and self.progress is not None:
+                self.progress(0, 0)
+            return
+
+    def _take(self, frame: TransferFrame) -> None:
+        if frame.kind is not FrameKind.ACK:
+            raise self._refuse(_unexpected(frame))
+        if not self.acked < frame.offset <= self.sent or frame.offset not in self._in_flight:
+            raise self._refuse(
+                f"the agent acknowledged offset {frame.offset} ({self.acked} acknowledged, "
+                f"{self.sent} sent)"
+            )
+        self.acked = frame.offset
+        self._in_flight = [end for end in self._in_flight if end > frame.offset]
+        if self.progress is not None:
+            self.progress(self.acked, self.size)
+
+    def _waiting_for(self, what: str) -> str:
+        return (
+            f"{what} from the agent for {self.guest_path!r} (transfer {self.stream.transfer_id}, "
+            f"{self.acked} of {self.size} bytes acknowledged)"
+        )
+
+    def _refuse(self, reason: str) -> ToolError:
+        return ToolError("push_file", f"{self.guest_path!r}: {reason}", None)
+
+
+async def _next(stream: TransferStream, what: str) -> TransferFrame:
+    return await stream.next(BINARY_FRAME_TIMEOUT, what)
+
+
+def _unexpected(frame: TransferFrame) -> str:
+    if frame.kind is FrameKind.CANCEL:
+        return f"the agent cancelled the transfer: {frame.payload.decode('utf-8', 'replace')}"
+    return f"unexpected {frame.kind.name} message from the agent"
+
+
+async def _cancel(link: BinaryTransport, stream: TransferStream, reason: str) -> None:
+    """Tell the agent to stop (best effort: the connection may be gone)."""
+    with contextlib.suppress(AgentDisconnected, OSError):
+        await asyncio.shield(link.send_binary(cancel_frame(stream.transfer_id, reason)))

@@ -10,9 +10,10 @@ One connection, calls multiplexed by id::
 message: QEMU's user-mode forwarding accepts the host's TCP connection even when
 nothing listens in the guest, so an open socket proves nothing. Calls, results and
 events are routed by :class:`~pytest_adare.agent.call_router.CallRouter`; this module only
-moves WebSocket text frames. When the connection drops, every pending call fails at
+moves WebSocket frames: text for JSON messages, binary for file transfer messages
+(:mod:`pytest_adare.agent.transfer`). When the connection drops, every pending call fails at
 once with :class:`AgentDisconnected`; when the agent sends something the host refuses
-(a message above ``max_message_bytes``, a binary frame, an invalid message, see
+(a message above ``max_message_bytes``, an invalid message or binary frame, see
 :mod:`~pytest_adare.agent.call_router`) or the reader fails in any way, the connection
 closes and every pending call fails at once with :class:`ProtocolViolation`.
 """
@@ -171,6 +172,14 @@ class AgentClient(CallRouter):
                 f"connection to the agent at {self.peer} closed: {describe_error(exc)}"
             ) from exc
 
+    async def _transmit_binary(self, data: bytes) -> None:
+        try:
+            await self._ws.send(data)
+        except ConnectionClosed as exc:
+            raise AgentDisconnected(
+                f"connection to the agent at {self.peer} closed: {describe_error(exc)}"
+            ) from exc
+
     async def _read_loop(self) -> None:
         # Whatever ends this loop, pending calls fail at once and the client is closed:
         # a reader that dies silently would leave every call waiting out its timeout.
@@ -179,10 +188,9 @@ class AgentClient(CallRouter):
         try:
             async for frame in self._ws:
                 if isinstance(frame, bytes):
-                    raise ProtocolViolation(
-                        f"the agent at {self.peer} sent a binary frame ({len(frame)} bytes)"
-                    )
-                self._receive(frame)
+                    self._receive_binary(frame)
+                else:
+                    self._receive(frame)
             failure = AgentDisconnected(f"the agent at {self.peer} closed the connection")
         except ConnectionClosed as exc:
             failure = self._closed_failure(exc)

@@ -85,7 +85,7 @@ async def test_empty_file_round_trip(aguest: AsyncGuest, tmp_path: Path) -> None
 async def test_failed_pull_leaves_no_host_file(aguest: AsyncGuest, tmp_path: Path) -> None:
     with pytest.raises(ToolError, match="is a directory"):
         await aguest.pull(str(tmp_path), tmp_path / "dir-copy")
-    with pytest.raises(ToolError, match="pull_file_chunk"):
+    with pytest.raises(ToolError, match="pull_file"):
         await aguest.pull(str(tmp_path / "missing"), tmp_path / "missing-copy")
     assert not (tmp_path / "dir-copy").exists() and not (tmp_path / "missing-copy").exists()
 

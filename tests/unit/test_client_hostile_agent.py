@@ -164,12 +164,12 @@ async def test_a_connection_cut_mid_frame_fails_the_call_at_once() -> None:
         assert client.closed
 
 
-async def test_a_binary_frame_is_a_protocol_violation() -> None:
+async def test_a_binary_frame_that_is_no_transfer_message_is_a_protocol_violation() -> None:
     async def script(ws: ServerConnection, call: ToolCall) -> None:
         await ws.send(b"\x00\x01")
 
     async with hostile_websocket(script) as client:
-        with pytest.raises(ProtocolViolation, match="binary frame"):
+        with pytest.raises(ProtocolViolation, match="invalid binary message"):
             await bounded(client.call("bin", timeout=300))
 
 
