@@ -17,30 +17,33 @@ module imports it on first use, so the guest facade can import :class:`Box` and
 :func:`wait_for_image` without it. Matching without numpy raises
 :class:`ModuleNotFoundError` saying ``pip install 'pytest-adare[match]'``.
 
-:func:`wait_for_image` re-checks when the screen may have changed: at once after
-a GUI event of the agent (click, key, drag), otherwise with a short backoff that
-restarts whenever the screen moved and grows while it stays still. On timeout
+:func:`wait_for_image` re-checks when the screen may have changed
+(:func:`pytest_adare.screen_wait.watch_screen`: at once after a GUI event of the
+agent, otherwise with a short backoff that restarts whenever the screen moved). On timeout
 :class:`ImageNotFound` names the best score seen and a saved copy of the last
 screenshot.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import inspect
 import json
 import os
-import tempfile
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from PIL import Image, ImageDraw
 
 from pytest_adare.errors import AdareError
+from pytest_adare.screen_wait import (
+    EventSource,
+    Region,
+    Screenshot,
+    Watched,
+    check_region,
+    save_screenshot,
+    watch_screen,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -53,18 +56,15 @@ __all__ = [
     "ImageNotFound",
     "Needle",
     "NeedleError",
+    "Region",
     "TemplateMatcher",
     "find",
     "wait_for_image",
 ]
 
 ImageLike = Union[Image.Image, "npt.NDArray[Any]", str, "os.PathLike[str]"]
-Region = tuple[int, int, int, int]
 MATCH_EXTRA_HINT = "pip install 'pytest-adare[match]'"
 
-FIRST_DELAY = 0.05
-MAX_DELAY = 1.0
-DELAY_GROWTH = 1.6
 _MIN_VARIANCE = 0.25  # per pixel: flatter windows (no contrast) score 0, not noise
 
 
@@ -216,19 +216,12 @@ def _area(value: object, image: Image.Image, where: str) -> Region:
         and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
     ):
         raise NeedleError(f"{where}: expected [x, y, width, height] in pixels, got {value!r}")
-    x, y, width, height = value
-    if (
-        width <= 0
-        or height <= 0
-        or x < 0
-        or y < 0
-        or x + width > image.width
-        or (y + height > image.height)
-    ):
+    try:
+        return check_region((value[0], value[1], value[2], value[3]), image.size)
+    except ValueError:
         raise NeedleError(
             f"{where}: {value} is not inside the {image.width}x{image.height} needle image"
-        )
-    return x, y, width, height
+        ) from None
 
 
 class ImageNotFound(AdareError, TimeoutError):
@@ -394,22 +387,13 @@ class TemplateMatcher:
         grey = to_grey(screen)
         left, top = 0, 0
         if region is not None:
-            left, top, width, height = _check_region(region, grey.shape)
+            left, top, width, height = check_region(region, (grey.shape[1], grey.shape[0]))
             grey = grey[top : top + height, left : left + width]
         scores = self.scores(grey)
         row, col = np.unravel_index(int(np.argmax(scores)), scores.shape)
         return Box(
             left + int(col), top + int(row), self.width, self.height, float(scores[row, col])
         )
-
-
-def _check_region(region: Region, shape: tuple[int, ...]) -> Region:
-    x, y, width, height = region
-    if width <= 0 or height <= 0 or x < 0 or y < 0 or x + width > shape[1] or y + height > shape[0]:
-        raise ValueError(
-            f"region {region} (x, y, width, height) is not inside the {shape[1]}x{shape[0]} screen"
-        )
-    return region
 
 
 Template = ImageLike | Needle | TemplateMatcher
@@ -433,15 +417,6 @@ def find(
     return box if box.score >= (matcher.threshold if threshold is None else threshold) else None
 
 
-class EventSource(Protocol):
-    """Anything with ``subscribe(callback) -> unsubscribe`` (the facade's ``guest.events``)."""
-
-    def subscribe(self, callback: Callable[[Any], Any]) -> Callable[[], None]: ...
-
-
-Screenshot = Callable[[], "Awaitable[Image.Image] | Image.Image"]
-
-
 async def wait_for_image(
     screenshot_fn: Screenshot,
     template: Template,
@@ -451,62 +426,26 @@ async def wait_for_image(
     events: EventSource | None = None,
 ) -> Box:
     """Take screenshots until ``template`` shows (score >= ``threshold``, default the
-    needle's, else 0.9); return its box.
+    needle's, else 0.9); return its box. Screens are taken as
+    :func:`~pytest_adare.screen_wait.watch_screen` says.
 
     :raise ImageNotFound: after ``timeout`` seconds, with the best score seen and the
         last screenshot saved to a temporary PNG named in the message.
     """
     matcher = matcher_for(template)
-    if threshold is None:
-        threshold = matcher.threshold
-    screen_changed = asyncio.Event()
-    loop = asyncio.get_running_loop()
+    wanted = matcher.threshold if threshold is None else threshold
+    best: list[Box] = []
 
-    def on_event(event: Any) -> None:
-        kind = getattr(event, "event_type", "")
-        if str(getattr(kind, "value", kind)).startswith("gui_"):
-            loop.call_soon_threadsafe(screen_changed.set)
+    def check(screen: Image.Image) -> Box | None:
+        box = matcher.best(screen, region)
+        if not best or box.score > best[0].score:
+            best[:] = [box]
+        return box if box.score >= wanted else None
 
-    unsubscribe = events.subscribe(on_event) if events is not None else None
-    try:
-        return await _watch(screenshot_fn, matcher, timeout, region, threshold, screen_changed)
-    finally:
-        if unsubscribe is not None:
-            unsubscribe()
-
-
-async def _watch(
-    screenshot_fn: Screenshot,
-    matcher: TemplateMatcher,
-    timeout: float,
-    region: Region | None,
-    threshold: float,
-    screen_changed: asyncio.Event,
-) -> Box:
-    deadline = time.monotonic() + timeout
-    delay, last_digest, best, checks = FIRST_DELAY, b"", None, 0
-    screen: Image.Image | None = None
-    while True:
-        screen_changed.clear()
-        taken = screenshot_fn()
-        screen = await taken if inspect.isawaitable(taken) else taken
-        digest = hashlib.blake2b(screen.tobytes(), digest_size=16).digest()
-        if digest != last_digest:  # an unchanged screen cannot match now either
-            checks += 1
-            box = await asyncio.to_thread(matcher.best, screen, region)
-            if box.score >= threshold:
-                return box
-            best = box if best is None or box.score > best.score else best
-            delay, last_digest = FIRST_DELAY, digest
-        else:
-            delay = min(delay * DELAY_GROWTH, MAX_DELAY)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise _not_found(matcher, timeout, threshold, best, checks, screen)
-        try:
-            await asyncio.wait_for(screen_changed.wait(), min(delay, remaining))
-        except asyncio.TimeoutError:
-            pass
+    watched = await watch_screen(screenshot_fn, check, timeout, events)
+    if watched.result is not None:
+        return watched.result
+    raise _not_found(matcher, timeout, wanted, best[0] if best else None, watched)
 
 
 def _not_found(
@@ -514,20 +453,14 @@ def _not_found(
     timeout: float,
     threshold: float,
     best: Box | None,
-    checks: int,
-    screen: Image.Image | None,
+    watched: Watched[Box],
 ) -> ImageNotFound:
-    path: Path | None = None
-    if screen is not None:
-        handle, name = tempfile.mkstemp(prefix="adare-wait-for-image-", suffix=".png")
-        os.close(handle)
-        path = Path(name)
-        screen.save(path)
+    path = save_screenshot(watched.screen, "adare-wait-for-image-")
     near = f"best score {best.score:.3f} at ({best.x}, {best.y})" if best else "no screen checked"
     return ImageNotFound(
         f"template ({matcher.width}x{matcher.height}) not found on screen within {timeout:.1f} s "
-        f"({near}, threshold {threshold}; {checks} distinct screens checked); "
+        f"({near}, threshold {threshold}; {watched.checked} distinct screens checked); "
         f"last screenshot saved to {path}",
-        screen,
+        watched.screen,
         path,
     )

@@ -22,30 +22,34 @@ tests run on recorded OCR output:
 - :func:`merge_lines` keeps, where variants read the same place, the most
   confident reading; :func:`lines_text` lays the kept lines out as text.
 
-:func:`wait_for_text` re-reads the screen when it may have changed (a GUI event of the
-agent, else a backoff that restarts when the screen moved), stops at the first variant
+:func:`wait_for_text` re-reads the screen when it may have changed (as
+:func:`~pytest_adare.screen_wait.watch_screen` says), stops at the first variant
 that matches, and on timeout raises :class:`TextNotFound` with the last screenshot
 (saved as a PNG) and the text read from it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import inspect
 import os
 import re
-import tempfile
 import threading
-import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, Union
+from typing import Any, TypeVar, Union
 
 from PIL import Image, ImageOps
 
 from pytest_adare.errors import AdareError
+from pytest_adare.screen_wait import (
+    EventSource,
+    Region,
+    Screenshot,
+    Watched,
+    check_region,
+    save_screenshot,
+    watch_screen,
+)
 
 __all__ = [
     "OcrLine",
@@ -64,7 +68,6 @@ __all__ = [
 
 T = TypeVar("T")
 Pattern = Union[str, "re.Pattern[str]"]
-Region = tuple[int, int, int, int]
 OCR_EXTRA_HINT = "pip install 'pytest-adare[ocr]'"
 OCR_APT_HINT = "apt-get install tesseract-ocr tesseract-ocr-eng"
 TESSDATA_DIRS = (
@@ -86,9 +89,6 @@ MAX_SCREEN_PIXELS = 40_000_000
 """Screens larger than this (the guest sends the screenshot) are refused, not read."""
 SAME_PLACE = 0.5
 """Two boxes are one place when their overlap covers this share of the smaller one."""
-FIRST_DELAY = 0.05
-MAX_DELAY = 1.0
-DELAY_GROWTH = 1.6
 MAX_TEXT_IN_ERROR = 2000
 
 
@@ -390,19 +390,7 @@ def _crop(screen: Image.Image, region: Region | None) -> tuple[Image.Image, tupl
         )
     if region is None:
         return screen, (0, 0)
-    x, y, width, height = region
-    if (
-        width <= 0
-        or height <= 0
-        or x < 0
-        or y < 0
-        or x + width > screen.width
-        or (y + height > screen.height)
-    ):
-        raise ValueError(
-            f"region {region} (x, y, width, height) is not inside the "
-            f"{screen.width}x{screen.height} screen"
-        )
+    x, y, width, height = check_region(region, screen.size)
     return screen.crop((x, y, x + width, y + height)), (x, y)
 
 
@@ -437,15 +425,6 @@ def find_text(
 # -- waiting --------------------------------------------------------------------------------
 
 
-class EventSource(Protocol):
-    """Anything with ``subscribe(callback) -> unsubscribe`` (the facade's ``guest.events``)."""
-
-    def subscribe(self, callback: Callable[[Any], Any]) -> Callable[[], None]: ...
-
-
-Screenshot = Callable[[], "Awaitable[Image.Image] | Image.Image"]
-
-
 def _first_match(
     pattern: Pattern, screen: Image.Image, region: Region | None
 ) -> tuple[TextMatch | None, list[OcrLine]]:
@@ -467,76 +446,35 @@ async def wait_for_text(
     events: EventSource | None = None,
 ) -> TextMatch:
     """Take screenshots until ``pattern`` is read on the screen; return the first match.
+    Screens are taken as :func:`~pytest_adare.screen_wait.watch_screen` says.
 
     :raise TextNotFound: after ``timeout`` seconds, with the last screenshot (saved to a
         temporary PNG named in the message) and the text read on it.
     :raise OcrUnavailable: tesserocr or the English data is missing.
     """
     _compile(pattern)
-    screen_changed = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def on_event(event: Any) -> None:
-        kind = getattr(event, "event_type", "")
-        if str(getattr(kind, "value", kind)).startswith("gui_"):
-            loop.call_soon_threadsafe(screen_changed.set)
-
-    unsubscribe = events.subscribe(on_event) if events is not None else None
-    try:
-        return await _watch(screenshot_fn, pattern, timeout, region, screen_changed)
-    finally:
-        if unsubscribe is not None:
-            unsubscribe()
-
-
-async def _watch(
-    screenshot_fn: Screenshot,
-    pattern: Pattern,
-    timeout: float,
-    region: Region | None,
-    screen_changed: asyncio.Event,
-) -> TextMatch:
-    deadline = time.monotonic() + timeout
-    delay, last_digest, checks = FIRST_DELAY, b"", 0
-    screen: Image.Image | None = None
     read: list[OcrLine] = []
-    while True:
-        screen_changed.clear()
-        taken = screenshot_fn()
-        screen = await taken if inspect.isawaitable(taken) else taken
-        digest = hashlib.blake2b(screen.tobytes(), digest_size=16).digest()
-        if digest != last_digest:  # an unchanged screen reads the same
-            checks += 1
-            match, read = await asyncio.to_thread(_first_match, pattern, screen, region)
-            if match is not None:
-                return match
-            delay, last_digest = FIRST_DELAY, digest
-        else:
-            delay = min(delay * DELAY_GROWTH, MAX_DELAY)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise _not_found(pattern, timeout, checks, screen, lines_text(merge_lines(read)))
-        try:
-            await asyncio.wait_for(screen_changed.wait(), min(delay, remaining))
-        except asyncio.TimeoutError:
-            pass
+
+    def check(screen: Image.Image) -> TextMatch | None:
+        match, read[:] = _first_match(pattern, screen, region)
+        return match
+
+    watched = await watch_screen(screenshot_fn, check, timeout, events)
+    if watched.result is not None:
+        return watched.result
+    raise _not_found(pattern, timeout, watched, lines_text(merge_lines(read)))
 
 
 def _not_found(
-    pattern: Pattern, timeout: float, checks: int, screen: Image.Image | None, text: str
+    pattern: Pattern, timeout: float, watched: Watched[TextMatch], text: str
 ) -> TextNotFound:
-    path: Path | None = None
-    if screen is not None:
-        handle, name = tempfile.mkstemp(prefix="adare-wait-for-text-", suffix=".png")
-        os.close(handle)
-        path = Path(name)
-        screen.save(path)
+    path = save_screenshot(watched.screen, "adare-wait-for-text-")
     shown = text if len(text) <= MAX_TEXT_IN_ERROR else text[:MAX_TEXT_IN_ERROR] + "\n[...]"
     return TextNotFound(
         f"text {describe_pattern(pattern)} not read on screen within {timeout:.1f} s "
-        f"({checks} distinct screens read); last screenshot saved to {path}; "
+        f"({watched.checked} distinct screens read); last screenshot saved to {path}; "
         f"text read on it:\n{shown or '(no text)'}",
-        screen,
+        watched.screen,
         path,
         text,
     )

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from adare_guest.protocol import Event, EventType
-from pytest_adare import screen_match as image_match
+from pytest_adare import screen_wait
 from pytest_adare.guest import EventHub
 from pytest_adare.screen_match import Box, ImageNotFound, find, wait_for_image
 
@@ -86,7 +86,7 @@ async def test_wait_returns_once_the_image_appears() -> None:
 
 @pytest.mark.asyncio
 async def test_gui_event_wakes_the_wait_without_polling(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(image_match, "FIRST_DELAY", 60.0)  # polling alone would time out
+    monkeypatch.setattr(screen_wait, "FIRST_DELAY", 60.0)  # polling alone would time out
     hub, clicked, taken = EventHub(), asyncio.Event(), []
 
     def screenshot() -> Image.Image:
