@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
+from test_serial_transport import PtyAgent, pty_agent  # noqa: F401 (a fixture)
 
 from adare_guest.server import AdareVMServer
 from pytest_adare.agent.serial_client import SerialAgentClient
-from pytest_adare.agent.transfer import binary_transport
+from pytest_adare.agent.transfer import binary_transport, pull_file, push_file
 from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.guest import AsyncGuest
-from test_serial_transport import PtyAgent, pty_agent  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.asyncio
 
@@ -66,15 +67,17 @@ def digest(path: Path | str) -> str:
 def count_tool_calls(server: AdareVMServer) -> dict[str, int]:
     """Count the agent's calls of the file tools from here on (wrapping the real tools)."""
     counts = {"pull_file": 0, "push_file": 0, "pull_file_chunk": 0, "push_file_chunk": 0}
+
+    def counting(name: str, real: Callable[..., Awaitable[dict[str, Any]]]) -> Any:
+        async def counted(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            counts[name] += 1
+            return await real(*args, **kwargs)
+
+        return counted
+
     for name in counts:
         bound = server.tools[name]
-        real = bound.func
-
-        async def counted(*args: object, _real=real, _name=name, **kwargs: object) -> object:
-            counts[_name] += 1
-            return await _real(*args, **kwargs)
-
-        bound.func = counted  # type: ignore[method-assign]
+        bound.func = counting(name, bound.func)
     return counts
 
 
@@ -108,3 +111,21 @@ async def test_64_mib_round_trip_takes_the_binary_path(
     back = await aguest.pull(guest_path, tmp_path / "back-big.bin")
     assert digest(back) == digest(guest_path) == digest(source)
     assert counts == {"pull_file": 1, "push_file": 1, "pull_file_chunk": 0, "push_file_chunk": 0}
+
+
+async def test_the_json_chunk_form_still_works_beside_it(
+    connected: Connected, tmp_path: Path
+) -> None:
+    """The reference host (adare) knows only pull/push_file_chunk: they stay bit-exact."""
+    aguest, server = connected
+    counts = count_tool_calls(server)
+    source = random_file(tmp_path / "source.bin", 3 * CHUNK + 5)
+    guest_path = str(tmp_path / "guest-json.bin")
+
+    async def call(tool: str, /, **params: Any) -> dict[str, Any]:
+        return await aguest.call(tool, **params)
+
+    await push_file(call, source, guest_path, chunk_size=CHUNK)
+    back = await pull_file(call, guest_path, tmp_path / "back.bin", chunk_size=CHUNK)
+    assert back.read_bytes() == source.read_bytes()
+    assert counts == {"pull_file": 0, "push_file": 0, "pull_file_chunk": 4, "push_file_chunk": 4}
