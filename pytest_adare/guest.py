@@ -44,7 +44,7 @@ from pytest_adare.agent.transfer import (
 from pytest_adare.errors import GuestCommandFailed, ToolError
 from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.forensics.evidence import DEFAULT_MAX_BYTES, pull_changed
-from pytest_adare.forensics.snapshot import FsSnapshot
+from pytest_adare.forensics.snapshot import FsSnapshot, SnapshotPages
 from pytest_adare.loop_thread import SyncTwin, shared_loop, sync_context_twin, sync_twin
 from pytest_adare.screen_match import Box, Region, Template, matcher_for, wait_for_image
 from pytest_adare.screen_text import Pattern, TextMatch, find_text, read_screen_text, wait_for_text
@@ -527,10 +527,19 @@ class AsyncGuest:
             params["exclude"] = excluded
         if timeout is not None:
             params["timeout"] = timeout
-        result = await self._checked("get_filesystem_snapshot", **params)
-        return FsSnapshot.from_result(
-            result, root=root, os=self.server_info.get("platform"), consume=True
-        )
+        # Pages of NUL-terminated records (docs/agent.md): no giant JSON document.
+        # The connection's call, not _checked: ``timeout`` is a param of the tool here.
+        pages = SnapshotPages(root)
+        tool = "get_filesystem_snapshot"
+        ask = {**params, "format": "lines"}
+        while True:
+            result = tool_result(tool, await self.on_home_loop(self._connection.call(tool, ask)))
+            cursor = pages.add(result)
+            if cursor is None:
+                return pages.snapshot(os=self.server_info.get("platform"))
+            ask = {"format": "lines", "cursor": cursor}
+            if timeout is not None:
+                ask["timeout"] = timeout
 
     @contextlib.asynccontextmanager
     async def watch_fs(

@@ -23,8 +23,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
+from typing import Any, Literal
 
+from adare_guest import fs_listing
 from adare_guest.base64_text import Base64Text
 from adare_guest.binary_transfer import (
     DEFAULT_CHUNK,
@@ -602,14 +603,41 @@ def _entry_meta(walk: _Walk, path: str, st: os.stat_result) -> dict[str, Any]:
 
 def walk_tree(walk: _Walk) -> None:
     """Fill ``walk.snapshot`` from ``walk.root`` (depth first, no symlink following)."""
-    root_st = os.lstat(walk.root)
     snapshot = walk.snapshot
-    snapshot[walk.root] = _entry_meta(walk, walk.root, root_st)
+    for path, st in walk_entries(walk):
+        snapshot[path] = _entry_meta(walk, path, st)
+
+
+def _walk_records(walk: _Walk) -> Iterator[bytes]:
+    """The :mod:`~adare_guest.fs_listing` records of :func:`walk_entries`."""
+    for path, st in walk_entries(walk):
+        kind = _TYPE_BY_FORMAT.get(stat.S_IFMT(st.st_mode), "other")
+        target, sha256 = b"", None
+        try:
+            if kind == "symlink":
+                target = os.readlink(os.fsencode(path))
+            elif kind == "file" and walk.with_hash:
+                sha256 = sha256_file(path, walk.stopped)
+        except OSError as exc:
+            walk.error(path, exc)
+        except TimeoutError:
+            walk.timed_out = True
+        yield fs_listing.entry_record(path, st, sha256, target)
+
+
+def walk_entries(walk: _Walk) -> Iterator[tuple[str, os.stat_result]]:
+    """``(path, lstat)`` of ``walk.root`` and of every entry under it that is neither
+    skipped nor excluded (depth first, no symlink following), until ``walk.stopped()``.
+
+    :raise OSError: ``walk.root`` cannot be read (at the first ``next``).
+    """
+    root_st = os.lstat(walk.root)
+    yield walk.root, root_st
     if not stat.S_ISDIR(root_st.st_mode):
         return
     root_dev = root_st.st_dev
     filtering = bool(walk.exclude)
-    skip_roots = () if IS_WINDOWS else tuple(p for p in SKIPPED_ROOTS if p != walk.root)
+    skip_roots = _skipped_roots(walk.root)
     stack = [walk.root]
     seen = 0
     while stack:
@@ -620,7 +648,7 @@ def walk_tree(walk: _Walk) -> None:
                 return
             if path in skip_roots or (filtering and walk.excluded(path, os.path.basename(path))):
                 continue
-            snapshot[path] = _entry_meta(walk, path, st)
+            yield path, st
             if is_dir and not (walk.one_filesystem and st.st_dev != root_dev):
                 stack.append(path)
         if walk.timed_out:
@@ -637,6 +665,10 @@ def _snapshot_root(root_path: str | None) -> str:
     return root
 
 
+def _skipped_roots(root: str) -> tuple[str, ...]:
+    return () if IS_WINDOWS else tuple(p for p in SKIPPED_ROOTS if p != root)
+
+
 # --------------------------------------------------------------------------- group
 
 
@@ -645,6 +677,7 @@ class FileTools(ToolGroup):
 
     def __init__(self, config: AgentConfig, state: AgentState) -> None:
         super().__init__(config, state)
+        self._listings = fs_listing.Listings()
         self._pull_hashes = _PullHashes()
         self._uploads = _Uploads()
 
@@ -821,8 +854,20 @@ class FileTools(ToolGroup):
         exclude: list[str] | str | None = None,
         hash: bool = False,
         one_filesystem: bool = True,
+        format: Literal["json", "lines"] = "json",
+        cursor: str | None = None,
+        page_bytes: int = fs_listing.DEFAULT_PAGE_BYTES,
     ) -> dict[str, Any]:
-        """Metadata of every entry under ``root_path`` (see the module docstring for names)."""
+        """Metadata of every entry under ``root_path`` (see the module docstring for names).
+
+        ``format="lines"``: the entries come as records (:mod:`adare_guest.fs_listing`)
+        in pages of about ``page_bytes``; a page's ``cursor`` (None on the last) asks
+        for the next one, the other params then being those of the first call.
+        """
+        if format == "lines":
+            return await self._snapshot_page(
+                ctx, cursor, page_bytes, root_path, exclude, hash, one_filesystem
+            )
         root = _snapshot_root(root_path)
         patterns = [exclude] if isinstance(exclude, str) else list(exclude or [])
         walk = _Walk(root, patterns, hash, one_filesystem, ctx.cancelled, ctx.deadline)
@@ -851,6 +896,98 @@ class FileTools(ToolGroup):
             "errors": walk.errors,
         }
         return result
+
+    async def _snapshot_page(
+        self,
+        ctx: CallContext,
+        cursor: str | None,
+        page_bytes: int,
+        root_path: str | None,
+        exclude: list[str] | str | None,
+        with_hash: bool,
+        one_filesystem: bool,
+    ) -> dict[str, Any]:
+        if not 1 <= page_bytes <= fs_listing.MAX_PAGE_BYTES:
+            return _error(f"page_bytes must be 1..{fs_listing.MAX_PAGE_BYTES}, got {page_bytes}")
+        if cursor is None:
+            root = _snapshot_root(root_path)
+            try:
+                listing = await self._start_listing(ctx, root, exclude, with_hash, one_filesystem)
+            except OSError as exc:
+                return _error(f"cannot snapshot {root}: {_reason(exc)}")
+        else:
+            found = self._listings.get(cursor)
+            if found is None:
+                return _error(f"no snapshot in progress under cursor {cursor[:40]!r} (expired?)")
+            listing, root = found, ""
+        try:
+            # The page and its JSON text stay in memory until sent.
+            await ctx.reserve_output(2 * page_bytes)
+            records = await listing.page(page_bytes)
+        except TimeoutError:
+            self._listings.close(listing.cursor)
+            return _error(
+                f"timed out after {ctx.timeout:g} s; snapshot is partial",
+                complete=False,
+                errors=listing.take_errors(),
+            )
+        except BaseException:
+            self._listings.close(listing.cursor)
+            raise
+        if listing.done:
+            self._listings.close(listing.cursor)
+        entries = records.count(b"\0") // 2
+        return {
+            "status": "success",
+            "message": f"{entries} entries" + ("" if listing.done else ", more to come"),
+            "format": "lines",
+            "root_path": root,
+            "lister": listing.lister,
+            "records": records.decode("utf-8", "surrogateescape"),
+            "entries": entries,
+            "cursor": None if listing.done else listing.cursor,
+            "complete": listing.done,
+            "collection_time": round(time.monotonic() - listing.started, 6),
+            "errors": listing.take_errors(),
+        }
+
+    async def _start_listing(
+        self,
+        ctx: CallContext,
+        root: str,
+        exclude: list[str] | str | None,
+        with_hash: bool,
+        one_filesystem: bool,
+    ) -> fs_listing.Listing:
+        """A new listing of ``root``: ``find`` when it can, else the walk.
+
+        :raise OSError: ``root`` cannot be read, or ``find`` cannot start.
+        """
+        patterns = [exclude] if isinstance(exclude, str) else list(exclude or [])
+        cursor = fs_listing.Listings.new_cursor()
+        root_st = os.lstat(root)
+        argv = None
+        if not with_hash and stat.S_ISDIR(root_st.st_mode) and fs_listing.find_prints():
+            argv = fs_listing.find_argv(root, patterns, one_filesystem, _skipped_roots(root))
+        listing: fs_listing.Listing
+        if argv is not None:
+            listing = await fs_listing.FindListing.start(
+                cursor, argv, ctx.deadline, fs_listing.entry_record(root, root_st, None, b"")
+            )
+        else:
+            stop = threading.Event()
+            walk = _Walk(root, patterns, with_hash, one_filesystem, stop, ctx.deadline)
+            listing = fs_listing.WalkListing(
+                cursor,
+                _walk_records(walk),
+                stop,
+                ctx.deadline,
+                ctx.run_in_thread,
+                walk.errors,
+                lambda: walk.timed_out,
+            )
+        self._listings.add(listing)
+        return listing
 
     @tool(timeout=10)
     async def get_timestamp(self, ctx: CallContext, *, use_local: bool = False) -> dict[str, Any]:

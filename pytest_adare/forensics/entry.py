@@ -2,13 +2,16 @@
 
 :class:`Entry` is a compact named tuple; :func:`entry_from_meta` validates the
 agent's (or a saved file's) metadata dict into one, :func:`entry_to_meta` is
-its inverse. Everything the guest sends is checked here, once.
+its inverse, :func:`entries_from_records` reads the agent's record format
+(``format="lines"``, see docs/agent.md). Everything the guest sends is checked
+here, once.
 """
 
 from __future__ import annotations
 
+import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -124,3 +127,68 @@ def entry_to_meta(entry: Entry) -> dict[str, Any]:
     if entry.target is not None:
         meta["target"] = entry.target
     return meta
+
+
+_KIND_BY_LETTER = {"f": "file", "d": "dir", "l": "symlink"}
+_TYPE_BITS = {
+    "f": stat.S_IFREG,
+    "d": stat.S_IFDIR,
+    "l": stat.S_IFLNK,
+    "b": stat.S_IFBLK,
+    "c": stat.S_IFCHR,
+    "p": stat.S_IFIFO,
+    "s": stat.S_IFSOCK,
+}
+RECORD_FIELDS = 11
+"""Space-separated fields before a record's first NUL (the path is the last)."""
+
+
+def _record_time(text: str) -> float:
+    # sec + nsec * 1e-9, as os.stat_result computes st_mtime: equal floats, not just close.
+    seconds, _, fraction = text.partition(".")
+    if not fraction.isdigit() and fraction:
+        raise ValueError(f"bad time {text!r}")
+    return int(seconds) + int(fraction[:9].ljust(9, "0")) * 1e-9
+
+
+def entries_from_records(text: str) -> Iterator[tuple[str, Entry]]:
+    """The ``(path, Entry)`` pairs of one page of records (whole records only):
+    ``TYPE SIZE PERM UID GID INODE MTIME ATIME CTIME SHA256 PATH\\0TARGET\\0`` each.
+
+    >>> dict(entries_from_records("l 3 777 0 0 9 1.5 2.0 3.0000000010 - /a b\\0/x\\0"))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'/a b': Entry(kind='symlink', size=3, mode=41471, uid=0, gid=0, inode=9, mtime=1.5,
+                   atime=2.0, ctime=3.000000001, crtime=None, sha256=None, target='/x')}
+
+    :raise SnapshotFormatError: naming the record (by number) and what is wrong.
+    """
+    parts = text.split("\0")
+    if parts.pop() != "" or len(parts) % 2:
+        raise SnapshotFormatError("records must be whole: two NUL-terminated parts each")
+    for number in range(0, len(parts), 2):
+        head, target = parts[number], parts[number + 1]
+        fields = head.split(" ", RECORD_FIELDS - 1)
+        try:
+            if len(fields) != RECORD_FIELDS:
+                raise ValueError(f"{len(fields)} fields instead of {RECORD_FIELDS}")
+            letter, size, perm, uid, gid, inode, mtime, atime, ctime, digest, path = fields
+            if digest != "-" and len(digest) != 64:
+                raise ValueError(f"bad sha256 {digest[:70]!r}")
+            kind = _KIND_BY_LETTER.get(letter, "other")
+            entry = Entry(
+                kind=kind,
+                size=int(size),
+                mode=_TYPE_BITS.get(letter, 0) | int(perm, 8),
+                uid=int(uid),
+                gid=int(gid),
+                inode=int(inode),
+                mtime=_record_time(mtime),
+                atime=_record_time(atime),
+                ctime=_record_time(ctime),
+                crtime=None,
+                sha256=None if digest == "-" else digest.lower(),
+                target=target if kind == "symlink" and target else None,
+            )
+        except ValueError as exc:
+            raise SnapshotFormatError(f"record {number // 2 + 1} ({head[:120]!r}): {exc}") from None
+        yield path, entry

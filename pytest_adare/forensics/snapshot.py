@@ -6,6 +6,11 @@ A snapshot is built from the ``get_filesystem_snapshot`` tool result::
     ...
     diff = after.diff(before)            # FsDiff: created, deleted, modified
 
+The facade asks for the record format instead (``format="lines"``, pages of
+NUL-terminated records, see docs/agent.md) and reads it page by page with
+:class:`SnapshotPages` (or :meth:`FsSnapshot.from_lines`): no giant JSON document
+on either side, only one page at a time besides the entries.
+
 Each path maps to one :class:`Entry` (a named tuple: no per-entry dict), so
 100k+ entries cost tens of MB, not hundreds. :meth:`FsSnapshot.save` and
 :meth:`FsSnapshot.load` stream JSON Lines (gzip when the name ends in ``.gz``)
@@ -18,7 +23,7 @@ import gzip
 import json
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -28,11 +33,12 @@ from pytest_adare.forensics.entry import (
     ENTRY_KINDS,
     Entry,
     SnapshotFormatError,
+    entries_from_records,
     entry_from_meta,
     number_or_none,
 )
 
-__all__ = ["Entry", "FsSnapshot", "SnapshotFormatError", "diff_snapshots"]
+__all__ = ["Entry", "FsSnapshot", "SnapshotFormatError", "SnapshotPages", "diff_snapshots"]
 
 SNAPSHOT_FORMAT = "adare-fs-snapshot"
 SNAPSHOT_FORMAT_VERSION = 1
@@ -105,6 +111,29 @@ class FsSnapshot(Mapping[str, Entry]):
             errors=[dict(error) for error in errors if isinstance(error, Mapping)],
         )
 
+    @classmethod
+    def from_lines(
+        cls,
+        pages: Iterable[Mapping[str, Any]],
+        *,
+        root: str,
+        os: str | None = None,
+        taken_at_guest: float | None = None,
+        taken_at_host: float | None = None,
+    ) -> FsSnapshot:
+        """Build a snapshot from the pages of a ``format="lines"`` snapshot, in order.
+
+        :raise SnapshotFormatError: a page failed or is malformed, or the pages end
+            before the last one.
+        """
+        reader = SnapshotPages(root)
+        complete = False
+        for page in pages:
+            complete = reader.add(page) is None
+        if not complete:
+            raise SnapshotFormatError(f"snapshot of {root!r}: the pages end before the last one")
+        return reader.snapshot(os=os, taken_at_guest=taken_at_guest, taken_at_host=taken_at_host)
+
     def __getitem__(self, path: str) -> Entry:
         return self.entries[path]
 
@@ -172,6 +201,75 @@ class FsSnapshot(Mapping[str, Entry]):
             os=header.get("os"),
             collection_time=header.get("collection_time"),
             errors=list(header.get("errors") or []),
+        )
+
+
+class SnapshotPages:
+    """Reads the pages of one ``format="lines"`` snapshot into entries as they come.
+
+    >>> pages = SnapshotPages("/")
+    >>> pages.add({"status": "success", "format": "lines", "cursor": None,
+    ...            "records": "d 0 755 0 0 2 1.0 1.0 1.0 - /\\0\\0", "entries": 1})
+    >>> len(pages.snapshot())
+    1
+    """
+
+    MAX_ERRORS = 10_000
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.entries: dict[str, Entry] = {}
+        self.errors: list[dict[str, str]] = []
+        self.collection_time: float | None = None
+
+    def add(self, result: Mapping[str, Any]) -> str | None:
+        """Read one page; returns the cursor of the next one, None after the last.
+
+        :raise SnapshotFormatError: the page failed or is malformed.
+        """
+        if result.get("status") != "success":
+            raise SnapshotFormatError(
+                f"snapshot of {self.root!r} failed: {result.get('message', result.get('status'))!r}"
+            )
+        records, cursor = result.get("records"), result.get("cursor")
+        if result.get("format") != "lines" or not isinstance(records, str):
+            raise SnapshotFormatError(f"not a page of records: format={result.get('format')!r}")
+        if cursor is not None and not isinstance(cursor, str):
+            raise SnapshotFormatError(f"page cursor is not a string: {cursor!r}")
+        before = len(self.entries)
+        added = 0
+        for path, entry in entries_from_records(records):
+            self.entries[path] = entry
+            added += 1
+        if added != result.get("entries", added) or len(self.entries) - before != added:
+            raise SnapshotFormatError(
+                f"page announces {result.get('entries')!r} entries, holds {added} "
+                f"({added - (len(self.entries) - before)} paths seen twice)"
+            )
+        errors = result.get("errors") or []
+        if not isinstance(errors, list):
+            raise SnapshotFormatError(f"page 'errors' is not a list: {type(errors).__name__}")
+        room = self.MAX_ERRORS - len(self.errors)
+        self.errors += [dict(e) for e in errors[: max(0, room)] if isinstance(e, Mapping)]
+        self.collection_time = number_or_none(result.get("collection_time"), "collection_time")
+        return cursor
+
+    def snapshot(
+        self,
+        *,
+        os: str | None = None,
+        taken_at_guest: float | None = None,
+        taken_at_host: float | None = None,
+    ) -> FsSnapshot:
+        """The snapshot of the pages read so far (read them all first)."""
+        return FsSnapshot(
+            root=self.root,
+            entries=self.entries,
+            taken_at_host=time.time() if taken_at_host is None else taken_at_host,
+            taken_at_guest=taken_at_guest,
+            os=os,
+            collection_time=self.collection_time,
+            errors=self.errors,
         )
 
 
