@@ -82,7 +82,8 @@ def test_one_session_isolation_evidence_and_errors(
     result.assert_outcomes(passed=5, failed=1, errors=1, skipped=1)
     result.stdout.fnmatch_lines(
         [
-            f"adare: image {test_image}, accel *, isolation snapshot, QEMU emulator version *",
+            f"adare: image {test_image}, accel *, isolation snapshot, *gui auto (*), "
+            "QEMU emulator version *",
         ]
     )
     result.stdout.fnmatch_lines(
