@@ -52,7 +52,7 @@ def test_start_waits_until_the_terminal_holds_the_keyboard_focus(vm: VM) -> None
 
 @pytest.fixture(scope="module")
 def desktop(vm: VM) -> Guest:
-    """The agent-side facade (the default ``gui="agent"``)."""
+    """The agent-side facade (what the default ``gui="auto"`` picks on a desktop image)."""
     return vm.guest
 
 
