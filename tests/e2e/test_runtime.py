@@ -27,6 +27,7 @@ from pytest_adare.agent.install import (
     stop_agent,
 )
 from pytest_adare.agent.serial_client import SerialAgentClient
+from pytest_adare.agent.transfer import binary_transport
 from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.errors import AgentUnreachable
 from pytest_adare.guest import AsyncGuest, Guest
@@ -72,7 +73,8 @@ def test_shell_rc_stdout_stderr(vm: VM) -> None:
     assert (r.returncode, r.stdout, r.stderr) == (3, "hi\n", "oops\n")
 
 
-def test_push_pull_10_mib_with_hash(vm: VM, tmp_path: Path) -> None:
+def test_push_pull_10_mib_with_hash_in_binary_messages(vm: VM, tmp_path: Path) -> None:
+    assert binary_transport(vm.guest.aio.connection) is not None  # the agent offers them
     source = tmp_path / "ten.bin"
     source.write_bytes(os.urandom(10 * 2**20))
     vm.guest.push(source, "/tmp/ten.bin")
@@ -80,6 +82,10 @@ def test_push_pull_10_mib_with_hash(vm: VM, tmp_path: Path) -> None:
     assert guest_sum == sha256_of(source)
     back = vm.guest.pull("/tmp/ten.bin", tmp_path / "back.bin")
     assert sha256_of(back) == sha256_of(source)
+    calls = [line.split(" call ", 1)[1].split()[1] for line in vm.agent_log_tail(200)
+             if " call " in line]  # fmt: skip
+    assert {"push_file", "pull_file"} <= set(calls)
+    assert not {"push_file_chunk", "pull_file_chunk"} & set(calls)
 
 
 def test_fs_snapshot_diff(vm: VM) -> None:
@@ -126,6 +132,12 @@ def test_serial_transport_with_network_disabled(manifest: ImageManifest, tmp_pat
         assert serial_vm.machine.agent_port is None
         assert "eth0" not in serial_vm.guest.shell("ls /sys/class/net").stdout
         assert serial_vm.guest.shell("echo over-serial").stdout == "over-serial\n"
+        # File bytes travel raw over the UART (binary messages), both ways.
+        source = tmp_path / "small.bin"
+        source.write_bytes(os.urandom(100_000))
+        serial_vm.guest.push(source, "/tmp/small.bin")
+        back = serial_vm.guest.pull("/tmp/small.bin", tmp_path / "back.bin")
+        assert back.read_bytes() == source.read_bytes()
 
 
 def _moved_layout(manifest: ImageManifest) -> ImageManifest:
