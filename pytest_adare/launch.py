@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pytest_adare.image.resolve import resolve_image
 from pytest_adare.vm import VM
-from pytest_adare.vm_options import Accel, GuiMode, Transport, VMOptions, Warm
+from pytest_adare.vm_options import Accel, FirmwareChoice, GuiMode, Transport, VMOptions, Warm
 
 
 def _print_progress(line: str) -> None:
@@ -38,6 +38,7 @@ def launch(
     clock: str | None = None,
     gui: GuiMode = "auto",
     warm: Warm = "auto",
+    firmware: FirmwareChoice = "auto",
     workdir: str | Path | None = None,
     keep_workdir: bool = False,
     progress: Callable[[str], None] | None = _print_progress,
@@ -51,6 +52,9 @@ def launch(
     and why), ``agent`` (pyautogui in the guest) or ``host`` (QMP screendump and input).
     Progress lines (one per boot phase, with its time) go to ``progress``; pass None for
     silence.
+
+    ``firmware`` (``bios``/``uefi``) overrides what boots a disk without a kernel of its
+    own (``auto``: the manifest's, or what a bare disk's partition table says).
 
     ``warm`` (``auto``/``off``): start from the ready state the first cold boot of the
     same image, bundle, QEMU and machine saved in the cache (``auto``, the default), or
@@ -75,6 +79,7 @@ def launch(
         clock=clock,
         gui=gui,
         warm=warm,
+        firmware=firmware,
     )
     manifest = resolve_image(str(image), progress=progress)
     own_dir = workdir is None

@@ -15,12 +15,14 @@ Transport = Literal["websocket", "serial"]
 GuiMode = Literal["auto", "agent", "host"]
 Install = Literal["auto", "qga"]
 Warm = Literal["auto", "off"]
+FirmwareChoice = Literal["auto", "bios", "uefi"]
 
 ACCELS: tuple[Accel, ...] = get_args(Accel)
 TRANSPORTS: tuple[Transport, ...] = get_args(Transport)
 GUI_MODES: tuple[GuiMode, ...] = get_args(GuiMode)
 INSTALLS: tuple[Install, ...] = get_args(Install)
 WARM_MODES: tuple[Warm, ...] = get_args(Warm)
+FIRMWARE_CHOICES: tuple[FirmwareChoice, ...] = get_args(FirmwareChoice)
 
 READY_TAG = "adare-ready"
 """The internal snapshot holding a VM's ready state (``-loadvm adare-ready`` resumes it)."""
@@ -72,6 +74,9 @@ class VMOptions:
     install: Install = "auto"
     boot_timeout: float = BOOT_TIMEOUT
     desktop_timeout: float = DESKTOP_TIMEOUT
+    firmware: FirmwareChoice = "auto"
+    """What boots a disk without a direct-boot kernel: ``auto`` = the manifest's, or for a
+    bare disk what its partition table says (GPT + EFI system partition → ``uefi``)."""
     clock: str | None = None
     """The guest's clock at boot, ISO 8601 (``2024-03-01T09:00:00Z``; no offset = UTC);
     it then runs on the VM's virtual clock. None: the host's time."""
@@ -89,6 +94,7 @@ class VMOptions:
             ("gui", GUI_MODES),
             ("install", INSTALLS),
             ("warm", WARM_MODES),
+            ("firmware", FIRMWARE_CHOICES),
         )
         for name, allowed in checks:
             value = getattr(self, name)
@@ -121,4 +127,6 @@ class VMOptions:
             parts.append("no network")
         if self.gui != "auto":
             parts.append(f"gui={self.gui}")
+        if self.firmware != "auto":
+            parts.append(f"firmware={self.firmware}")
         return " ".join(parts)

@@ -16,7 +16,14 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pytest_adare.vm_options import ACCELS, GUI_MODES, TRANSPORTS, WARM_MODES, VMOptions
+from pytest_adare.vm_options import (
+    ACCELS,
+    FIRMWARE_CHOICES,
+    GUI_MODES,
+    TRANSPORTS,
+    WARM_MODES,
+    VMOptions,
+)
 
 C = TypeVar("C", bound=str)
 
@@ -58,6 +65,14 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "accel", "QEMU accelerator (default: auto = KVM when usable, else TCG)", ACCELS, "auto"
+    ),
+    OptionSpec(
+        "firmware",
+        "what boots a disk without a kernel of its own: auto = the manifest's, or for a bare "
+        "disk what its partition table says (GPT with an EFI system partition: uefi) "
+        "(default: auto)",
+        FIRMWARE_CHOICES,
+        "auto",
     ),
     OptionSpec(
         "memory",
@@ -135,10 +150,10 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
 
 MARKER_DOC = (
     "adare_vm(image=None, gui=None, os=None, memory=None, cpus=None, accel=None, "
-    "isolation=None, transport=None, network=None): the VM this test's guest runs on. "
-    "image/memory/cpus/accel/transport/network override the --adare-* options (a test "
-    "whose VM differs from the session VM gets its own VM, shared with tests asking for "
-    "the same); isolation overrides --adare-isolation for this test; gui=True (or "
+    "isolation=None, transport=None, network=None, firmware=None): the VM this test's guest "
+    "runs on. image/memory/cpus/accel/transport/network/firmware override the --adare-* "
+    "options (a test whose VM differs from the session VM gets its own VM, shared with "
+    "tests asking for the same); isolation overrides --adare-isolation for this test; gui=True (or "
     "'auto'/'agent'/'host') needs an image with a desktop; os='linux'|'windows' needs that guest "
     "OS; clock='2024-03-01T09:00:00Z' boots the guest with its clock there (its own VM); "
     "warm='off' boots it cold. "
@@ -157,6 +172,7 @@ MARKER_KEYS = (
     "network",
     "clock",
     "warm",
+    "firmware",
 )
 
 
@@ -166,6 +182,7 @@ class AdareOptions:
 
     vm: str | None = None
     accel: str = "auto"
+    firmware: str = "auto"
     memory_mib: int | None = None
     cpus: int | None = None
     isolation: str = "snapshot"
@@ -387,6 +404,9 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
         gui=gui_mode,
         clock=_marker_clock(kwargs.get("clock")),
         warm=_marker_choice(kwargs.get("warm", options.warm), WARM_MODES, "warm"),
+        firmware=_marker_choice(
+            kwargs.get("firmware", options.firmware), FIRMWARE_CHOICES, "firmware"
+        ),
     )
     return VMRequest(
         image=str(image),

@@ -64,15 +64,22 @@ GUI_AUTO_NOTE = (
 )
 
 
+FIRMWARE_AUTO_NOTE = (
+    "the manifest's, or a bare disk's partition table: GPT with an EFI system partition "
+    "boots OVMF, else SeaBIOS; each VM's 'qemu:' line says which"
+)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     options = adare_options(config)
     if not options.vm:
         return "adare: no --adare-vm given (tests that need a VM will be skipped)"
     accel = options.accel if options.accel != "auto" else f"auto ({kvm_note()})"
     gui = options.gui if options.gui != "auto" else f"auto ({GUI_AUTO_NOTE})"
+    firmware = options.firmware if options.firmware != "auto" else f"auto ({FIRMWARE_AUTO_NOTE})"
     return (
-        f"adare: image {options.vm}, accel {accel}, isolation {options.isolation}, gui {gui}, "
-        f"{qemu_version()}"
+        f"adare: image {options.vm}, accel {accel}, isolation {options.isolation}, "
+        f"firmware {firmware}, gui {gui}, {qemu_version()}"
     )
 
 

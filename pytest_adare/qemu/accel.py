@@ -4,7 +4,10 @@
 ``-cpu max`` abort QEMU and other CPU models boot a Debian kernel into a silent stall.
 So ``auto`` boots the guest's own kernel under KVM for a few seconds (no disk, no
 init: the kernel either reaches its init/root-mount messages or says nothing) and
-picks KVM only when it made progress. The verdict is cached in the user cache dir.
+picks KVM only when it made progress. A disk booted by its firmware brings no kernel
+of ours: its first boot under KVM is the probe (``AccelChoice.probed`` is False, the
+machine watches for kernel progress and restarts under TCG without it, then
+:func:`record_boot_probe` keeps the verdict). The verdict is cached in the user cache dir.
 
 Example::
 
@@ -45,6 +48,8 @@ class AccelChoice:
     accel: Literal["kvm", "tcg"]
     cpu_model: str | None
     reason: str
+    probed: bool = True
+    """False: KVM is only a guess; the caller's boot must show progress (then record it)."""
 
 
 def kvm_unusable_reason(device: str = "/dev/kvm") -> str | None:
@@ -150,6 +155,24 @@ def _from_verdict(verdict: dict[str, object], cached: bool) -> AccelChoice:
     return AccelChoice("tcg", None, f"accel: tcg (kvm: {verdict['why']}{note})")
 
 
+BOOT_PROBE_KEY = "firmware-boot"
+"""The cache entry of a verdict from a firmware-booted disk's first boot."""
+
+
+def record_boot_probe(
+    progressed: bool,
+    why: str,
+    *,
+    qemu_binary: str = "qemu-system-x86_64",
+    cache_path: Path | None = None,
+) -> AccelChoice:
+    """Keep the verdict of a boot that was the KVM probe; the choice it implies."""
+    verdict: dict[str, object] = {"kvm": progressed, "cpu_model": None, "why": why}
+    cache = _ProbeCache(cache_path or cache_root() / "accel-probe.json")
+    cache.store(_host_key(qemu_binary), BOOT_PROBE_KEY, verdict)
+    return _from_verdict(verdict, cached=False)
+
+
 def choose_accel(
     requested: AccelRequest = "auto",
     *,
@@ -184,7 +207,9 @@ def choose_accel(
     if probe_kernel is None:
         if known:
             return _from_verdict(next(iter(known.values())), cached=True)
-        return AccelChoice("kvm", None, "accel: kvm (/dev/kvm usable; no kernel to probe with)")
+        return AccelChoice(
+            "kvm", None, "accel: kvm (/dev/kvm usable; this first boot is the probe)", probed=False
+        )
     kernel = _kernel_key(probe_kernel)
     if kernel in known:
         return _from_verdict(known[kernel], cached=True)

@@ -11,7 +11,13 @@ spells it. The wiring is fixed, because the host code relies on it:
 - QMP: QEMU *connects* to a Unix socket the host listens on before QEMU starts, so
   there is no window in which the host polls for a socket that is not there yet.
 - network: user-mode with ``hostfwd=tcp:127.0.0.1:0-:18765``; the host port is chosen
-  by the kernel and read back over QMP, so parallel VMs never race for a port.
+  by the kernel and read back over QMP, so parallel VMs never race for a port. The NIC
+  sits in PCI slot 2 (``NIC_PCI_SLOT``), so systemd's predictable name is ``enp0s2``, the
+  name the Debian installer writes for a q35 guest; it has no option ROM (no PXE).
+- firmware: SeaBIOS (QEMU's default), or UEFI from two pflash drives: the read-only
+  OVMF code and this VM's own qcow2 copy of the variables store (qcow2 so ``savevm``,
+  which needs every writable drive to take snapshots, keeps working). ``firmware_log``
+  puts the firmware's debug port (``0x402``, where SeaBIOS logs) into a file.
 
 Example::
 
@@ -32,6 +38,8 @@ from adare_guest.config import DEFAULT_PORT
 
 AGENT_GUEST_PORT = DEFAULT_PORT
 QGA_PORT_NAME = "org.qemu.guest_agent.0"
+NIC_PCI_SLOT = 2
+"""The NIC's PCI slot on q35 (``enp0s2`` in a systemd guest)."""
 NETDEV_ID = "net0"
 """The id of the guest's network backend (a ``filter-dump`` attaches to it)."""
 
@@ -65,6 +73,14 @@ class MachineConfig:
     initrd: Path | None = None
     append: str | None = None
     firmware: Path | None = None
+    uefi_code: Path | None = None
+    """OVMF's code (read-only pflash 0); with ``uefi_vars`` the guest boots UEFI."""
+    uefi_vars: Path | None = None
+    """This VM's qcow2 copy of OVMF's variables store (pflash 1)."""
+    firmware_log: Path | None = None
+    """File receiving the firmware's debug port (``isa-debugcon`` at ``0x402``)."""
+    seed: Path | None = None
+    """A read-only CD-ROM image (the cloud-init NoCloud seed, label ``cidata``)."""
     display: bool = True
     network: bool = True
     guest_agent_port: int = AGENT_GUEST_PORT
@@ -90,6 +106,10 @@ class MachineConfig:
             raise ValueError("initrd/append need a kernel (direct kernel boot)")
         if self.kernel is None and self.disk is None:
             raise ValueError("nothing to boot: give a disk, a kernel, or both")
+        if (self.uefi_code is None) != (self.uefi_vars is None):
+            raise ValueError("UEFI needs both uefi_code and uefi_vars")
+        if self.uefi_code is not None and self.firmware is not None:
+            raise ValueError("give either firmware (-bios) or uefi_code/uefi_vars, not both")
         if not 0 < self.guest_agent_port < 65536:
             raise ValueError(f"guest_agent_port out of range: {self.guest_agent_port}")
         if self.rtc_base is not None and not _RTC_BASE.fullmatch(self.rtc_base):
@@ -120,6 +140,24 @@ def _boot_args(config: MachineConfig) -> list[str]:
     args: list[str] = []
     if config.firmware is not None:
         args += ["-bios", str(config.firmware)]
+    if config.uefi_code is not None and config.uefi_vars is not None:
+        args += [
+            "-drive",
+            f"if=pflash,unit=0,format=raw,readonly=on,file={_opt_value(config.uefi_code)}",
+            "-drive",
+            f"if=pflash,unit=1,format=qcow2,file={_opt_value(config.uefi_vars)}",
+        ]
+    if config.seed is not None:
+        args += [
+            "-drive",
+            f"file={_opt_value(config.seed)},format=raw,if=none,id=seed0,readonly=on,media=cdrom",
+            "-device", "ide-cd,drive=seed0,bus=ide.1",
+        ]  # fmt: skip
+    if config.firmware_log is not None:
+        args += [
+            "-chardev", f"file,id=fwlog,path={_opt_value(config.firmware_log)}",
+            "-device", "isa-debugcon,iobase=0x402,chardev=fwlog",
+        ]  # fmt: skip
     if config.kernel is not None:
         args += ["-kernel", str(config.kernel)]
         if config.initrd is not None:
@@ -182,7 +220,7 @@ def _network_args(config: MachineConfig) -> list[str]:
     return [
         "-netdev",
         f"user,id={NETDEV_ID},hostfwd=tcp:127.0.0.1:0-:{config.guest_agent_port}",
-        "-device", f"virtio-net-pci,netdev={NETDEV_ID}",
+        "-device", f"virtio-net-pci,netdev={NETDEV_ID},addr={NIC_PCI_SLOT:#x},romfile=",
     ]  # fmt: skip
 
 
@@ -212,12 +250,13 @@ def build_qemu_argv(config: MachineConfig) -> list[str]:
         "-no-user-config",
         "-no-reboot",
         *_rtc_args(config),
+        # The NIC first: its fixed PCI slot must be taken before QEMU numbers the others.
+        *_network_args(config),
         *_boot_args(config),
         *_serial_args(config),
         *_qga_args(config),
         *_qmp_args(config),
         *_display_args(config),
-        *_network_args(config),
         *_fw_cfg_args(config),
         *(["-incoming", "defer"] if config.incoming else []),
         *config.extra_args,

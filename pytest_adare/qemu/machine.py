@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -24,6 +25,7 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
@@ -34,9 +36,22 @@ from qemu.qmp import EventListener, ExecuteError, QMPClient, QMPError
 from pytest_adare.errors import SnapshotError, VMDied, VMLaunchError, VMTimeout
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu import input_events as qemu_input
-from pytest_adare.qemu.accel import AccelChoice, AccelRequest, choose_accel
+from pytest_adare.qemu.accel import (
+    KERNEL_PROGRESS,
+    AccelChoice,
+    AccelRequest,
+    choose_accel,
+    record_boot_probe,
+)
 from pytest_adare.qemu.argv import AGENT_GUEST_PORT, MachineConfig, build_qemu_argv
 from pytest_adare.qemu.console import ConsoleCapture
+from pytest_adare.qemu.firmware import (
+    BOOT_SILENCE_SECONDS,
+    BootWatch,
+    find_ovmf,
+    firmware_name,
+    uefi_vars_copy,
+)
 from pytest_adare.qemu.reaper import spawn
 
 # Seconds between typed characters: the guest must drain the PS/2 queue in between.
@@ -55,6 +70,10 @@ _BENIGN_RUN_STATES = {
 }  # fmt: skip
 _LAUNCH_TIMEOUT = 30.0
 _KVM_PROGRESS_SECONDS = 8.0
+# SeaBIOS or OVMF, a boot loader, then the kernel: longer than a direct kernel boot.
+_KVM_FIRMWARE_PROBE_SECONDS = 20.0
+_BOOT_WATCH_INTERVAL = 1.0
+_BOOT_WATCH_TAIL_BYTES = 64 * 1024
 
 
 class MachineImage(Protocol):
@@ -104,6 +123,10 @@ class Machine:
         kvm_progress_seconds: float = _KVM_PROGRESS_SECONDS,
         rtc_base: str | None = None,
         incoming: bool = False,
+        firmware: str = "bios",
+        seed: Path | None = None,
+        boot_silence_seconds: float = BOOT_SILENCE_SECONDS,
+        kvm_firmware_probe_seconds: float = _KVM_FIRMWARE_PROBE_SECONDS,
     ) -> None:
         self.manifest = manifest
         self.workdir = Path(workdir).resolve()
@@ -120,6 +143,15 @@ class Machine:
         self.incoming = incoming
         """Started to receive a saved state, not to boot (see ``qemu.migration``)."""
         self._kvm_progress_seconds = kvm_progress_seconds
+        self.firmware = firmware if manifest.kernel is None else "bios"
+        """``bios`` or ``uefi``: what boots the disk (a direct-boot kernel: SeaBIOS)."""
+        self._boot_silence_seconds = boot_silence_seconds
+        self.seed = seed
+        """The cloud-init seed attached as a CD-ROM, or None."""
+        self._kvm_firmware_probe_seconds = kvm_firmware_probe_seconds
+        self.uefi_vars_path = self.workdir / "uefi-vars.qcow2"
+        self.firmware_log_path = self.workdir / "firmware.log"
+        self._uefi_code: Path | None = None
         self.accel: str | None = None
         self.accel_reason: str | None = None
         self.agent_port: int | None = None
@@ -186,6 +218,8 @@ class Machine:
                 self._launch(choice)
                 if choice.accel == "kvm" and self.manifest.kernel is not None and not self.incoming:
                     self._fall_back_to_tcg_if_stalled(choice)
+                elif choice.accel == "kvm" and not choice.probed:
+                    self._probe_firmware_boot()
             except BaseException:
                 self._terminate()
                 raise
@@ -198,10 +232,24 @@ class Machine:
             qemu_binary=self._qemu_binary,
         )
 
+    @property
+    def firmware_reason(self) -> str:
+        """One line for the header, e.g. ``firmware: uefi (OVMF, /usr/share/OVMF/…)``."""
+        if self.manifest.kernel is not None:
+            return "firmware: bios (direct kernel boot)"
+        where = f", {self._uefi_code}" if self._uefi_code is not None else ""
+        return f"firmware: {self.firmware} ({firmware_name(self.firmware)}{where})"
+
     def _prepare(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.socket_dir.mkdir(mode=0o700, exist_ok=True)  # again, after a shutdown
         self.console_log_path.write_bytes(b"")
+        if self.manifest.kernel is None:
+            self.firmware_log_path.write_bytes(b"")
+        if self.firmware == "uefi":
+            ovmf = find_ovmf()
+            self._uefi_code = ovmf.code
+            uefi_vars_copy(ovmf, self.uefi_vars_path)
         if self.manifest.disk is not None:
             base = Path(self.manifest.disk).resolve()
             if not base.is_file():
@@ -242,6 +290,10 @@ class Machine:
             accel=choice.accel,
             cpu_model=choice.cpu_model,
             disk=self.overlay_path if self.manifest.disk is not None else None,
+            uefi_code=self._uefi_code if self.firmware == "uefi" else None,
+            uefi_vars=self.uefi_vars_path if self.firmware == "uefi" else None,
+            firmware_log=self.firmware_log_path if self.manifest.kernel is None else None,
+            seed=self.seed,
             kernel=_optional_path(self.manifest.kernel),
             initrd=_optional_path(self.manifest.initrd),
             append=_with_panic_exit(self.manifest.append) if self.manifest.kernel else None,
@@ -295,6 +347,8 @@ class Machine:
         listener = EventListener(("SHUTDOWN", "GUEST_PANICKED", "STOP"))
         qmp.register_listener(listener)
         self._tasks.append(loop.create_task(self._watch_events(listener)))
+        if self.manifest.kernel is None and not self.incoming:
+            self._tasks.append(loop.create_task(self._watch_boot()))
         if self._network:
             self.agent_port = await self._read_forwarded_port()
 
@@ -315,6 +369,28 @@ class Machine:
         self._terminate(keep_socket_dir=True)
         self._launch(AccelChoice("tcg", None, reason))
 
+    def _probe_firmware_boot(self) -> None:
+        """This firmware boot under KVM is the probe: no kernel progress on the console
+        within ``kvm_firmware_probe_seconds`` (or the guest died) → TCG, and remembered."""
+        seconds = self._kvm_firmware_probe_seconds
+        try:
+            self.wait_for_console(KERNEL_PROGRESS.pattern, seconds)
+        except VMTimeout:
+            why = f"no kernel progress on the console within {seconds:.0f} s of a firmware boot"
+        except VMDied as exc:
+            why = f"guest died during a firmware boot: {exc.reason}"
+        else:
+            choice = record_boot_probe(
+                True, f"a firmware boot reached the kernel in under {seconds:.0f} s",
+                qemu_binary=self._qemu_binary,
+            )  # fmt: skip
+            self.accel_reason = choice.reason
+            return
+        choice = record_boot_probe(False, why, qemu_binary=self._qemu_binary)
+        self._terminate(keep_socket_dir=True)
+        self._prepare()
+        self._launch(replace(choice, reason=choice.reason[:-1] + "; restarted under TCG)"))
+
     def _watch_exit(
         self, proc: subprocess.Popen[bytes], loop: asyncio.AbstractEventLoop, exited: asyncio.Event
     ) -> None:
@@ -326,6 +402,42 @@ class Machine:
         exited.set()
         if exited is self._exited:  # not a QEMU of an earlier launch (KVM fallback)
             self._mark_dead(f"QEMU exited with code {code}")
+
+    async def _watch_boot(self) -> None:
+        """End a firmware boot at once when it cannot succeed (:class:`BootWatch`): every
+        wait then raises :class:`VMDied` with the cause. After the kernel has started only
+        a panic on the console ends it."""
+        loop = asyncio.get_running_loop()
+        watch = BootWatch(
+            self.firmware, silence_seconds=self._boot_silence_seconds, now=loop.time()
+        )
+        died = self._died
+        while died is not None and not died.is_set():
+            await asyncio.sleep(_BOOT_WATCH_INTERVAL)
+            console_size, console = await asyncio.to_thread(_file_tail, self.console_log_path)
+            _, firmware_log = await asyncio.to_thread(_file_tail, self.firmware_log_path)
+            screen = b"" if watch.os_started else await self._screen_digest()
+            verdict = watch.verdict(
+                console=console,
+                console_size=console_size,
+                firmware_log=firmware_log,
+                screen=screen,
+                now=loop.time(),
+            )
+            if verdict is not None:
+                last = [line.strip() for line in firmware_log.splitlines() if line.strip()][-2:]
+                said = f" (firmware log ends: {' / '.join(last)})" if last else ""
+                self._mark_dead(verdict + said)
+                return
+
+    async def _screen_digest(self) -> bytes:
+        if not self._display:
+            return b""
+        try:
+            image = await self.ascreendump(timeout=10)
+        except Exception:  # a failing screendump is no evidence either way
+            return b""
+        return hashlib.sha256(image.tobytes()).digest()
 
     def _mark_dead(self, reason: str) -> None:
         if self._died is not None and not self._died.is_set():
@@ -652,6 +764,17 @@ class Machine:
         """Press and release a pointer button where the pointer is."""
         down, up = qemu_input.button_events(button, True), qemu_input.button_events(button, False)
         self._run(self.asend_input(down + up))
+
+
+def _file_tail(path: Path) -> tuple[int, str]:
+    """The size of ``path`` and its last ``_BOOT_WATCH_TAIL_BYTES`` as text."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - _BOOT_WATCH_TAIL_BYTES))
+            return size, handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return 0, ""
 
 
 def _with_panic_exit(append: str | None) -> str:

@@ -97,7 +97,31 @@ def test_display_gives_a_vga_for_screendump_and_a_tablet_for_absolute_input() ->
 def test_network_forwards_a_kernel_chosen_loopback_port_to_the_agent() -> None:
     argv = build_qemu_argv(BASE)
     assert values(argv, "-netdev") == ["user,id=net0,hostfwd=tcp:127.0.0.1:0-:18765"]
-    assert "virtio-net-pci,netdev=net0" in values(argv, "-device")
+    assert "virtio-net-pci,netdev=net0,addr=0x2,romfile=" in values(argv, "-device")
+
+
+def test_the_nic_takes_pci_slot_2_before_any_other_device_is_numbered() -> None:
+    """enp0s2 in a systemd guest, as the Debian installer configures it on q35."""
+    devices = values(build_qemu_argv(BASE), "-device")
+    assert devices[0].startswith("virtio-net-pci,") and "addr=0x2" in devices[0]
+    assert not any("addr=" in device for device in devices[1:])
+
+
+def test_uefi_boots_ovmf_code_read_only_and_a_qcow2_copy_of_the_variables() -> None:
+    config = replace(
+        BASE, kernel=None, initrd=None, append=None,
+        uefi_code=Path("/usr/share/OVMF/OVMF_CODE_4M.fd"), uefi_vars=Path("/w/uefi-vars.qcow2"),
+    )  # fmt: skip
+    drives = values(build_qemu_argv(config), "-drive")
+    assert "if=pflash,unit=0,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd" in drives
+    assert "if=pflash,unit=1,format=qcow2,file=/w/uefi-vars.qcow2" in drives
+    assert not any("pflash" in drive for drive in values(build_qemu_argv(BASE), "-drive"))
+
+
+def test_the_firmware_log_is_the_debug_port_in_a_file() -> None:
+    argv = build_qemu_argv(replace(BASE, firmware_log=Path("/w/firmware.log")))
+    assert "file,id=fwlog,path=/w/firmware.log" in values(argv, "-chardev")
+    assert "isa-debugcon,iobase=0x402,chardev=fwlog" in values(argv, "-device")
 
 
 def test_no_network_means_no_nic_at_all() -> None:
@@ -133,6 +157,11 @@ def test_extra_args_come_last_so_they_can_add_devices() -> None:
     ("changes", "message"),
     [
         ({"memory_mib": 16}, "memory_mib"),
+        ({"uefi_code": Path("/c.fd")}, "both uefi_code and uefi_vars"),
+        (
+            {"uefi_code": Path("/c.fd"), "uefi_vars": Path("/v"), "firmware": Path("/b")},
+            "either firmware",
+        ),
         ({"cpus": 0}, "cpus"),
         ({"accel": "hvf"}, "accel"),
         ({"kernel": None}, "need a kernel"),
