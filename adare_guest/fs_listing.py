@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
+import select
 import shutil
 import signal
 import stat
@@ -45,6 +47,7 @@ MAX_PAGE_BYTES = 32 * 1024 * 1024
 MAX_OPEN_LISTINGS = 4
 MAX_ERROR_LINE = 4096
 READ_BLOCK = 1024 * 1024
+PIPE_BYTES = 1024 * 1024
 _LETTERS = {
     stat.S_IFREG: b"f",
     stat.S_IFDIR: b"d",
@@ -262,94 +265,127 @@ class WalkListing(Listing):
 
 
 class FindListing(Listing):
-    """Records straight from ``find -printf``: no Python per entry."""
+    """Records straight from ``find -printf``: no Python per entry.
+
+    A page is read in one worker-thread call (``poll`` + ``read`` of both pipes), not
+    one event-loop wake-up per pipe buffer, and the stdout pipe is widened to
+    :data:`PIPE_BYTES` so ``find`` runs ahead while a page travels.
+    """
 
     def __init__(
-        self, cursor: str, proc: asyncio.subprocess.Process, deadline: float, first: bytes
+        self,
+        cursor: str,
+        proc: subprocess.Popen[bytes],
+        deadline: float,
+        first: bytes,
+        run_in_thread: Callable[..., Any],
     ) -> None:
         super().__init__(cursor, "find", deadline, 1000)
         self._proc = proc
         self._held = bytearray(first)
-        self._errors_task = asyncio.ensure_future(self._read_errors())
+        self._run_in_thread = run_in_thread
+        self._pending_error = b""
+        self._lock = threading.Lock()
 
     @classmethod
     async def start(
-        cls, cursor: str, argv: list[str], deadline: float, first: bytes
+        cls,
+        cursor: str,
+        argv: list[str],
+        deadline: float,
+        first: bytes,
+        run_in_thread: Callable[..., Any],
     ) -> FindListing:
         """Start ``find`` (own session, so a timeout kills just it); ``first`` is the
         root's record (``find_argv`` leaves the root out).
 
         :raise OSError: it cannot be started.
         """
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=_find_env(),
-            start_new_session=True,
-            limit=READ_BLOCK,
-        )
-        return cls(cursor, proc, deadline, first)
+        proc: subprocess.Popen[bytes] = await run_in_thread(_start_find, argv)
+        return cls(cursor, proc, deadline, first, run_in_thread)
 
-    async def _read_errors(self) -> None:
-        stream = self._proc.stderr
-        assert stream is not None
-        pending = b""
-        while chunk := await stream.read(65536):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            pending = pending[-MAX_ERROR_LINE:]
-            for line in lines:
-                self.add_error(find_error(os.fsdecode(line[:MAX_ERROR_LINE])))
-        if pending:
-            self.add_error(find_error(os.fsdecode(pending)))
-
-    async def page(self, limit: int) -> bytes:
-        stream = self._proc.stdout
-        assert stream is not None
-        held = self._held
-        try:
+    def _fill(self, limit: int) -> bytes:
+        with self._lock:
+            out, err = self._proc.stdout, self._proc.stderr
+            assert out is not None and err is not None
+            poller = select.poll()
+            poller.register(out.fileno(), select.POLLIN)
+            if not err.closed:
+                poller.register(err.fileno(), select.POLLIN)
+            held = self._held
             # A page holds whole records: past ``limit`` only to finish one longer than it.
             while not self.done and (len(held) < limit or record_boundary(held) == 0):
                 remaining = self.deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError
                 want = min(READ_BLOCK, limit - len(held) if len(held) < limit else 512)
-                chunk = await asyncio.wait_for(stream.read(want), remaining)
-                if chunk:
-                    held += chunk
-                else:
-                    self.done = True
+                for fd, _event in poller.poll(remaining * 1000):
+                    if fd == out.fileno():
+                        data = os.read(fd, want)
+                        held += data
+                        self.done = not data
+                    elif data := os.read(fd, READ_BLOCK):
+                        self._errors_from(data)
+                    else:
+                        poller.unregister(fd)
+                        err.close()
+            cut = len(held) if self.done else record_boundary(held)
+            page = bytes(held[:cut])
+            del held[:cut]
+            if self.done:
+                self._drain_errors(poller, err)
+            return page
+
+    def _errors_from(self, data: bytes) -> None:
+        *lines, rest = (self._pending_error + data).split(b"\n")
+        self._pending_error = rest[-MAX_ERROR_LINE:]
+        for line in lines:
+            self.add_error(find_error(os.fsdecode(line[:MAX_ERROR_LINE])))
+
+    def _drain_errors(self, poller: select.poll, err: Any) -> None:
+        deadline = time.monotonic() + 5
+        while not err.closed and time.monotonic() < deadline:
+            if not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+                break
+            data = os.read(err.fileno(), READ_BLOCK)
+            if not data:
+                err.close()
+            self._errors_from(data or b"\n")
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(5)
+
+    async def page(self, limit: int) -> bytes:
+        try:
+            data: bytes = await self._run_in_thread(self._fill, limit)
         except TimeoutError:
             self.timed_out = True
             self.close()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._proc.wait(), 5)
             raise
-        cut = len(held) if self.done else record_boundary(held)
-        data = bytes(held[:cut])
-        del held[:cut]
-        if self.done:
-            await self._finish()
         return data
-
-    async def _finish(self) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self._errors_task), 5)
-            await asyncio.wait_for(self._proc.wait(), 5)
 
     def close(self) -> None:
         if self._proc.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
-        transport = getattr(self._proc, "_transport", None)
-        if transport is not None:
-            # Closes the pipes now: the loop may be gone before the child is reaped.
-            transport.close()
-        self._errors_task.cancel()
+            # Reaped off the loop: a killed find exits at once, but not inside this call.
+            threading.Thread(target=self._proc.wait, daemon=True).start()
         self._held = bytearray()
         super().close()
+
+
+def _start_find(argv: list[str]) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_find_env(),
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    with contextlib.suppress(OSError, AttributeError):
+        fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    return proc
 
 
 class Listings:

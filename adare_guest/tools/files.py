@@ -967,12 +967,17 @@ class FileTools(ToolGroup):
         cursor = fs_listing.Listings.new_cursor()
         root_st = os.lstat(root)
         argv = None
-        if not with_hash and stat.S_ISDIR(root_st.st_mode) and fs_listing.find_prints():
+        if (
+            not with_hash
+            and stat.S_ISDIR(root_st.st_mode)
+            and await ctx.run_in_thread(fs_listing.find_prints)
+        ):
             argv = fs_listing.find_argv(root, patterns, one_filesystem, _skipped_roots(root))
         listing: fs_listing.Listing
         if argv is not None:
+            first = fs_listing.entry_record(root, root_st, None, b"")
             listing = await fs_listing.FindListing.start(
-                cursor, argv, ctx.deadline, fs_listing.entry_record(root, root_st, None, b"")
+                cursor, argv, ctx.deadline, first, ctx.run_in_thread
             )
         else:
             stop = threading.Event()
