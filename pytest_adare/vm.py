@@ -453,7 +453,8 @@ class VM:
             result = await self._guest.aio.call("screenshot", timeout=GUI_PROBE_TIMEOUT)
             tool_result("screenshot", result)
         except (ToolError, VMTimeout) as error:
-            why = str(error).splitlines()[0] if str(error) else type(error).__name__
+            text = error.message if isinstance(error, ToolError) else str(error)
+            why = text.splitlines()[0] if text else type(error).__name__
             return GuiChoice("host", f"auto: the agent cannot take a screenshot: {why}")
         return GuiChoice("agent", "auto: the image has a desktop and the agent's screenshot works")
 

@@ -495,3 +495,58 @@ def test_gui_agent_takes_screenshots_through_the_agent(parts: Parts, started: VM
     mark = len(parts.log)
     assert started.guest.screenshot().getpixel((0, 0)) == (255, 0, 0)
     assert parts.since(mark) == ["conn1.call screenshot"]
+
+
+# -- gui="auto": which screen, and why -------------------------------------------------------
+
+
+def test_auto_on_an_image_without_desktop_takes_qemus_screen_without_asking_the_agent(
+    parts: Parts, tmp_path: Path
+) -> None:
+    vm = parts.vm(_builtin(tmp_path), tmp_path / "vm", gui="auto")
+    vm.start()
+    assert vm.gui == "host" and isinstance(vm.guest.aio.screen, QemuScreen)
+    assert vm.gui_choice is not None and "no desktop" in vm.gui_choice.reason
+    assert "conn1.call screenshot" not in parts.log
+    assert vm.phases[-1].name == "gui" and vm.phases[-1].detail == vm.gui_choice.describe()
+    vm.close()
+
+
+def test_auto_on_a_desktop_takes_the_agents_screen_once_its_screenshot_works(
+    parts: Parts, tmp_path: Path
+) -> None:
+    vm = parts.vm(_builtin(tmp_path, desktop=True), tmp_path / "vm", gui="auto")
+    vm.start()
+    assert vm.gui == "agent" and isinstance(vm.guest.aio.screen, AgentScreen)
+    assert parts.log[-1] == "conn1.call screenshot"  # the probe, after the desktop phase
+    vm.close()
+
+
+def test_auto_on_a_desktop_whose_agent_has_no_display_takes_qemus_and_says_why(
+    parts: Parts, tmp_path: Path
+) -> None:
+    connect = parts.connect
+
+    async def connect_without_display(vm: VM) -> FakeConnection:
+        connection = await connect(vm)
+        answer = connection.call
+
+        async def call(
+            tool: str, params: dict[str, Any] | None = None, timeout: float | None = None
+        ) -> dict[str, Any]:
+            if tool == "screenshot":
+                return {"status": "error", "message": "no X display: DISPLAY is not set"}
+            return await answer(tool, params, timeout)
+
+        connection.call = call  # type: ignore[method-assign]
+        return connection
+
+    parts.connect = connect_without_display  # type: ignore[method-assign]
+    vm = parts.vm(_builtin(tmp_path, desktop=True), tmp_path / "vm", gui="auto")
+    vm.start()
+    assert vm.gui == "host" and isinstance(vm.guest.aio.screen, QemuScreen)
+    assert vm.gui_choice is not None
+    assert vm.gui_choice.reason == (
+        "auto: the agent cannot take a screenshot: no X display: DISPLAY is not set"
+    )
+    vm.close()
