@@ -10,7 +10,6 @@ from PIL import Image, ImageDraw, ImageFont
 
 from pytest_adare.screen_match import Needle, NeedleError, TemplateMatcher, find
 
-
 CLOCK_FONT = ImageFont.load_default(size=22)
 
 
