@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import errno
 import importlib
 import os
 import platform
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -30,7 +32,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from adare_guest import __version__
 from adare_guest.config import AgentConfig
@@ -40,6 +42,7 @@ from adare_guest.tools.base import (
     CALL_MARKER,
     AgentState,
     CallContext,
+    Process,
     ToolGroup,
     kill_process_tree,
     tool,
@@ -54,6 +57,10 @@ READ_BLOCK = 65536
 PIPE_DRAIN_SECONDS = 2.0
 """How long output is still read after the command exited (its children may hold the pipes)."""
 IS_WINDOWS = sys.platform == "win32"
+FAST_SPAWN = hasattr(os, "posix_spawn") and hasattr(os, "pidfd_open")
+"""Whether :func:`run_spawned` is available (Linux 5.3+ with Python 3.9+)."""
+NO_FAST = "ADARE_NO_FAST_SPAWN"
+"""An ``env`` entry that sends a command the ``asyncio`` subprocess way (for comparisons)."""
 
 
 class ShellError(ValueError):
@@ -282,8 +289,13 @@ async def run_foreground(
     """Run ``spec`` within ``ctx.timeout``, keeping at most ``max_output`` bytes of each
     stream; on timeout or cancel its process group and descendants die.
 
+    Where it can (:func:`can_spawn_fast`) the command is started by
+    :func:`run_spawned`; otherwise through asyncio's subprocess machinery.
+
     :raise OSError: the command cannot be started.
     """
+    if can_spawn_fast(spec):
+        return await run_spawned(ctx, spec, max_output)
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         *spec.argv,
@@ -316,6 +328,148 @@ async def run_foreground(
     for task in pending:
         task.cancel()
     ctx.untrack_process(proc)
+    return Completed(proc.returncode, stdout, stderr, timed_out, time.monotonic() - started)
+
+
+def can_spawn_fast(spec: CommandSpec) -> bool:
+    """Whether :func:`run_spawned` can run ``spec``: Linux with pidfds, no ``cwd`` and
+    no user switch (``posix_spawn`` has neither here)."""
+    return FAST_SPAWN and spec.cwd is None and not spec.popen_kwargs and not spec.env.get(NO_FAST)
+
+
+class SpawnedProcess:
+    """A child started by ``posix_spawn`` and reaped through its pidfd: what
+    :func:`~adare_guest.tools.base.kill_process_tree` needs of a process."""
+
+    def __init__(self, pid: int, pidfd: int) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.returncode: int | None = None
+        self.exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+    def reap(self) -> None:
+        """The pidfd is readable: the child exited; collect its status (once)."""
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(self.pidfd)
+        os.close(self.pidfd)
+        try:
+            _pid, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        except ChildProcessError:  # reaped by someone else: no status to report
+            self.returncode = -1
+        if not self.exited.done():
+            self.exited.set_result(self.returncode)
+
+
+def _spawn(spec: CommandSpec) -> tuple[SpawnedProcess, int, int]:
+    """Start ``spec`` (own session, stdin /dev/null, stdout/stderr pipes); the process
+    and the read ends of its pipes (non-blocking).
+
+    Only inheritable descriptors reach the child, and Python opens none (PEP 446), so
+    this equals ``subprocess``'s ``close_fds=True`` without its per-call cost.
+
+    :raise OSError: the program cannot be found or started.
+    """
+    program = spec.argv[0]
+    if os.sep not in program:
+        found = shutil.which(program, path=spec.env.get("PATH", os.defpath))
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        program = found
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        pid = os.posix_spawn(
+            program,
+            spec.argv,
+            spec.env,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, out_w, 1),
+                (os.POSIX_SPAWN_DUP2, err_w, 2),
+            ],
+            setsid=True,
+        )
+    except BaseException:
+        os.close(out_r)
+        os.close(err_r)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    os.set_blocking(out_r, False)
+    os.set_blocking(err_r, False)
+    return SpawnedProcess(pid, os.pidfd_open(pid)), out_r, err_r
+
+
+def _read_on_loop(fd: int, sink: CapturedOutput) -> asyncio.Future[None]:
+    """Read ``fd`` into ``sink`` from the loop's own readiness callbacks (no thread, no
+    transport) until end of file; the future is done then, ``fd`` closed."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        try:
+            chunk = os.read(fd, READ_BLOCK)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if chunk:
+            sink.add(chunk)
+            return
+        loop.remove_reader(fd)
+        os.close(fd)
+        if not done.done():
+            done.set_result(None)
+
+    def stop(_future: asyncio.Future[None]) -> None:
+        if done.cancelled():
+            loop.remove_reader(fd)
+            os.close(fd)
+
+    loop.add_reader(fd, readable)
+    done.add_done_callback(stop)
+    return done
+
+
+async def run_spawned(ctx: CallContext, spec: CommandSpec, max_output: int) -> Completed:
+    """:func:`run_foreground` by ``posix_spawn`` (a vfork-style start, no ``preexec``),
+    the pipes read by loop callbacks and the exit seen through a pidfd: no reader
+    threads, no child-watcher thread, no ``subprocess`` bookkeeping per call.
+
+    :raise OSError: the command cannot be started.
+    """
+    started = time.monotonic()
+    loop = asyncio.get_running_loop()
+    proc, out_fd, err_fd = _spawn(spec)
+    loop.add_reader(proc.pidfd, proc.reap)
+    # The cast: SpawnedProcess has the pid/returncode/kill() the tracker uses.
+    tracked = cast(Process, proc)
+    ctx.track_process(tracked)
+    stdout, stderr = CapturedOutput(max_output), CapturedOutput(max_output)
+    readers = {_read_on_loop(out_fd, stdout), _read_on_loop(err_fd, stderr)}
+    timed_out = False
+    try:
+        await asyncio.wait_for(asyncio.shield(proc.exited), ctx.timeout)
+    except TimeoutError:
+        timed_out = True
+        kill_process_tree(tracked, ctx.call_id)
+        await proc.exited
+    finally:
+        if proc.returncode is None:
+            kill_process_tree(tracked, ctx.call_id)
+            for reader in readers:
+                reader.cancel()
+    # Grandchildren that keep the pipes open must not hold the call forever.
+    _done, pending = await asyncio.wait(readers, timeout=PIPE_DRAIN_SECONDS)
+    for reader in pending:
+        reader.cancel()
+    ctx.untrack_process(tracked)
     return Completed(proc.returncode, stdout, stderr, timed_out, time.monotonic() - started)
 
 
