@@ -33,7 +33,9 @@ from typing import Any, Protocol, TypeVar
 from PIL import Image
 
 from adare_guest.config import DEFAULT_PORT
+from pytest_adare.agent.cloud_init import write_seed
 from pytest_adare.agent.connection import AgentConnection
+from pytest_adare.agent.delivery import Channel, await_delivery
 from pytest_adare.agent.desktop_ready import await_focused_window
 from pytest_adare.agent.diagnosis import AgentFacts, guest_facts, serial_health, unreachable
 from pytest_adare.agent.install import (
@@ -107,6 +109,8 @@ class MachineFactory(Protocol):
         name: str,
         rtc_base: str | None = None,
         incoming: bool = False,
+        firmware: str = "bios",
+        seed: Path | None = None,
     ) -> Machine: ...
 
 
@@ -179,6 +183,7 @@ class VM:
         self._guest: Guest | None = None
         self._progress: Progress | None = None
         self._gui_choice: GuiChoice | None = None
+        self._seed: Path | None = None
         self._new_machine = machine_factory
         self._new_qga = qga_factory
         self._connector: Connector = connector or VM.open_transport
@@ -200,6 +205,23 @@ class VM:
     def gui_choice(self) -> GuiChoice | None:
         """The GUI mode chosen at start and why (None before :meth:`start`)."""
         return self._gui_choice
+
+    @property
+    def firmware(self) -> str:
+        """``bios`` or ``uefi``: the option when given, else the manifest's (for a bare disk
+        read from its partition table)."""
+        if self.options.firmware != "auto":
+            return self.options.firmware
+        return self.manifest.firmware
+
+    @property
+    def firmware_reason(self) -> str:
+        """One line, e.g. ``firmware: uefi (detected: GPT with an EFI system partition …)``."""
+        if self.manifest.kernel is not None:
+            return "firmware: direct kernel boot"
+        if self.options.firmware != "auto":
+            return f"firmware: {self.firmware} (firmware={self.options.firmware!r} was asked for)"
+        return f"firmware: {self.firmware} ({self.manifest.firmware_reason or 'the default'})"
 
     @property
     def guest(self) -> Guest:
@@ -260,6 +282,7 @@ class VM:
             entries, hand_off = handoff.fw_cfg, handoff.describe()
             if handoff.initrd is not None:
                 booted = replace(self.manifest, initrd=handoff.initrd)
+        seed = self._seed = self._cloud_init_seed()
         t = time.monotonic()
         self._machine = self._new_machine(
             booted,
@@ -270,10 +293,13 @@ class VM:
             network=self.options.network,
             fw_cfg=entries,
             name=self.name,
+            firmware=self.firmware,
+            seed=seed,
             rtc_base=self.options.rtc_base,
         )
         self.machine.start()
-        self._phase("qemu", t, self.machine.accel_reason or f"accel {self.machine.accel}")
+        accel = self.machine.accel_reason or f"accel {self.machine.accel}"
+        self._phase("qemu", t, f"{accel}; {self.firmware_reason}")
         self._run(self._aready(hand_off))
         if warm.key is not None:
             self._save_warm(warm.key, booted.initrd, entries)
@@ -393,8 +419,10 @@ class VM:
             listening = await self._await_listening(LISTEN_PROBE_TIMEOUT)
             self._phase("boot", t, f"agent started by the guest's init ({hand_off})"
                         f"{', listening' if listening else ''}")  # fmt: skip
+        elif await self._await_delivery() == "cloud-init":
+            self._phase("cloud-init", t, "the agent was started by cloud-init from the "
+                        "cidata seed, listening")  # fmt: skip
         else:
-            await self._await_qga(self.options.boot_timeout)
             self._phase("qga", t, "qemu-ga answers")
             t = time.monotonic()
             assert self._bundle is not None
@@ -476,6 +504,41 @@ class VM:
             ping_timeout = min(ping_timeout * 1.5, LISTEN_PING_MAX_TIMEOUT)
             await asyncio.sleep(0.2)
         return False
+
+    def _cloud_init_seed(self) -> Path | None:
+        """The NoCloud seed for an image whose agent is not handed over at boot (Linux,
+        ``install="auto"``): cloud-init images take the agent from it, others ignore it."""
+        if self.handoff or self.options.install != "auto" or self.layout.os != "linux":
+            return None
+        assert self._bundle is not None
+        return write_seed(
+            self.workdir / "cidata.iso", self.layout, self._bundle, self.agent_config,
+            instance_id=f"adare-{self.token[:16]}",
+        )  # fmt: skip
+
+    async def _await_delivery(self) -> Channel:
+        """QGA answering, or (with a seed) the agent cloud-init started listening."""
+        serial = self.machine.agent_serial_path if self.layout.serial_device else None
+        try:
+            return await self._bounded_delivery(serial)
+        except AgentUnreachable as failure:
+            raise AgentUnreachable(
+                failure.diagnosis, failure.details, self.machine.console_tail()
+            ) from None
+
+    async def _bounded_delivery(self, serial: Path | None) -> Channel:
+        return await self.machine.bounded(
+            await_delivery(
+                lambda: self.qga.sync(self.options.boot_timeout),
+                seed=self._seed is not None,
+                console_log=self.machine.console_log_path,
+                serial_path=serial,
+                ping=SerialAgentClient.ping_path,
+            ),
+            self.options.boot_timeout + 5,
+            "qemu-ga to answer guest-sync"
+            + (" or cloud-init to start the agent" if self._seed else ""),
+        )
 
     async def _await_qga(self, timeout: float) -> None:
         async def sync() -> None:

@@ -12,8 +12,11 @@ Two paths (DESIGN §5, docs/runtime.md):
 * **Install over QGA** (any Linux/Windows guest with ``qemu-ga`` and Python 3):
   :func:`install_agent` opens the firewall port, asks the installed agent (if any) for
   its identity and skips the upload when it equals ours, else writes the bundle with
-  QGA file writes; then writes ``config.json`` with the token and starts the agent
-  detached with ``guest-exec``.
+  QGA file writes; then writes ``config.json`` with the token and starts the agent:
+  as a transient systemd unit (``systemd-run``: restarted on failure, logs in the
+  journal, outside qemu-ga's cgroup) where systemd is PID 1, else detached with
+  ``nohup setsid``. Before anything it checks the guest's python3 against
+  :data:`PYTHON_FLOOR`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 
 from adare_guest.config import DEFAULT_PORT
 from pytest_adare.cache_dir import cache_root
-from pytest_adare.errors import QGAError
+from pytest_adare.errors import ImageError, QGAError
 from pytest_adare.image.agent_bundle import AgentBundle
 from pytest_adare.image.initrd import handoff_initrd
 from pytest_adare.image.manifest import ImageManifest
@@ -46,6 +49,14 @@ IDENTITY_SCRIPT = (
     "import json, sys; sys.path.insert(0, sys.argv[1]); "
     "from adare_guest.identity import agent_identity; print(json.dumps(agent_identity()))"
 )
+
+
+PYTHON_FLOOR = (3, 10)
+"""The oldest guest Python the agent bundle runs on (the project's ``requires-python``:
+Debian 12, Ubuntu 22.04 and later; RHEL 9's 3.9 is too old)."""
+PYTHON_VERSION_SCRIPT = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
+TRANSIENT_UNIT = "adare-agent-qga"
+"""The ``systemd-run`` unit of an agent installed over QGA."""
 
 
 STOP_SCRIPT = (
@@ -288,6 +299,28 @@ async def installed_identity(qga: AsyncQGAClient, layout: GuestLayout) -> dict[s
     return found if isinstance(found, dict) else None
 
 
+async def check_python(qga: AsyncQGAClient, layout: GuestLayout) -> str:
+    """The guest's python3 version (``3.11.2``).
+
+    :raise ImageError: in one line: no python3, or one older than :data:`PYTHON_FLOOR`.
+    """
+    floor = ".".join(map(str, PYTHON_FLOOR))
+    need = f"the agent needs Python >= {floor} in the image"
+    try:
+        code, out, err = await qga_run(qga, [layout.python, "-c", PYTHON_VERSION_SCRIPT])
+    except QGAError as exc:
+        why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise ImageError(f"the guest has no {layout.python} ({why}); {need}") from exc
+    version = out.strip()
+    parts = version.split(".")
+    if code != 0 or len(parts) != 3 or not all(p.isdigit() for p in parts):
+        detail = (err or out).strip().splitlines()[:1] or [f"exit code {code}"]
+        raise ImageError(f"the guest's {layout.python} does not run ({detail[0][:200]}); {need}")
+    if (int(parts[0]), int(parts[1])) < PYTHON_FLOOR:
+        raise ImageError(f"the guest's {layout.python} is {version}; {need}")
+    return version
+
+
 async def stop_agent(qga: AsyncQGAClient, layout: GuestLayout) -> None:
     """Stop agents started from our bundle path (a re-install replaces them)."""
     if layout.os == "windows":
@@ -305,9 +338,15 @@ async def start_agent(qga: AsyncQGAClient, layout: GuestLayout) -> None:
         )
         await qga.spawn(["powershell", "-NoProfile", "-Command", command])
         return
+    run = f"{layout.python} '{layout.bundle_path}' '{layout.run_dir}'"
+    unit = TRANSIENT_UNIT
     command = (
-        f"cd '{layout.run_dir}' && nohup setsid {layout.python} '{layout.bundle_path}' "
-        f"'{layout.run_dir}' > '{layout.output_path}' 2>&1 < /dev/null &"
+        f"cd '{layout.run_dir}' || exit 1; "
+        "if [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1; then "
+        f"systemctl stop {unit} 2>/dev/null; systemctl reset-failed {unit} 2>/dev/null; "
+        f"exec systemd-run --quiet --unit={unit} --collect -p Restart=on-failure "
+        f"-p WorkingDirectory='{layout.run_dir}' {run}; "
+        f"else nohup setsid {run} > '{layout.output_path}' 2>&1 < /dev/null & fi"
     )
     code, _, err = await qga_run(qga, ["/bin/sh", "-c", command])
     if code != 0:
@@ -349,6 +388,8 @@ async def install_agent(
     :raise QGAError: a QGA step failed (the message names it).
     """
     started = time.monotonic()
+    if layout.os != "windows":
+        await check_python(qga, layout)
     firewall = await open_firewall(qga, layout)
     found = await installed_identity(qga, layout)
     same = (

@@ -401,7 +401,13 @@ class Machine:
     def _on_exit(self, code: int, exited: asyncio.Event) -> None:
         exited.set()
         if exited is self._exited:  # not a QEMU of an earlier launch (KVM fallback)
-            self._mark_dead(f"QEMU exited with code {code}")
+            self._mark_dead(f"QEMU exited with code {code}{self._qemu_said()}")
+
+    def _qemu_said(self) -> str:
+        """QEMU's last words on stderr (``KVM internal error…``) for a death reason."""
+        lines = [line.strip() for line in self._stderr.decode(errors="replace").splitlines()]
+        last = [line for line in lines if line][-2:]
+        return f"; QEMU said: {' / '.join(last)[:300]}" if last else ""
 
     async def _watch_boot(self) -> None:
         """End a firmware boot at once when it cannot succeed (:class:`BootWatch`): every
@@ -462,7 +468,7 @@ class Machine:
             status = await self._qmp.execute("query-status")
             state = str(status["status"]) if isinstance(status, dict) else "?"
             if state not in _BENIGN_RUN_STATES and state != "paused":
-                self._mark_dead(f"guest stopped (run state: {state})")
+                self._mark_dead(f"guest stopped (run state: {state}){self._qemu_said()}")
 
     async def _read_forwarded_port(self) -> int:
         text = await self.ahmp("info usernet")

@@ -21,13 +21,14 @@ import pytest
 from pytest_adare.agent.install import (
     AGENT_PORT,
     IDENTITY_SCRIPT,
+    PYTHON_VERSION_SCRIPT,
     STOP_SCRIPT,
     GuestLayout,
     install_agent,
     uses_boot_handoff,
     uses_initrd_handoff,
 )
-from pytest_adare.errors import QGAError
+from pytest_adare.errors import ImageError, QGAError
 from pytest_adare.image.agent_bundle import AgentBundle
 from pytest_adare.image.manifest import AgentSpec, ImageManifest
 from pytest_adare.qemu.qga import QGAExecResult
@@ -50,6 +51,7 @@ class FakeQGA:
     identity: str | None = None
     firewall_cmd: str | None = None
     failing: set[str] = field(default_factory=set)
+    python: str | None = "3.11.2"
     calls: list[tuple[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -76,6 +78,10 @@ class FakeQGA:
         self.calls.append(("exec", list(argv)))
         if argv[0] in self.failing:
             return QGAExecResult(1, b"", f"{argv[0]}: Permission denied".encode())
+        if list(argv[1:3]) == ["-c", PYTHON_VERSION_SCRIPT]:
+            if self.python is None:
+                raise QGAError("guest-exec: Failed to execute child process “python3”")
+            return QGAExecResult(0, f"{self.python}\n".encode(), b"")
         if list(argv[1:3]) == ["-c", IDENTITY_SCRIPT]:
             if self.identity is None:
                 return QGAExecResult(2, b"", b"can't open file 'bundle.pyz'")
@@ -112,6 +118,8 @@ def _step(kind: str, what: Any) -> str:
         return "identity"
     if argv[1:3] == ["-c", STOP_SCRIPT]:
         return "stop"
+    if argv[1:3] == ["-c", PYTHON_VERSION_SCRIPT]:
+        return "python"
     if argv[0] in ("mkdir", "mv"):
         return argv[0]
     script = " ".join(argv[1:])
@@ -150,7 +158,7 @@ def test_the_same_bundle_already_installed_is_not_pushed_again(
     assert report.installed_identity["bundle_hash"] == bundle.bundle_hash
     # Only the per-VM config (a new token) is written; the agent restarts to read it.
     assert qga.steps() == [
-        "firewall", "identity", "mkdir", "stop", "write /adare/run/config.json", "start",
+        "python", "firewall", "identity", "mkdir", "stop", "write /adare/run/config.json", "start",
     ]  # fmt: skip
     assert report.describe().startswith(f"skipped (found 1.2.3 {bundle.bundle_hash[:12]};")
 
@@ -163,7 +171,7 @@ def test_a_different_bundle_is_stopped_replaced_and_started(
     report = _install(qga, bundle, progress=lines.append)
     assert report.action == "installed"
     assert qga.steps() == [
-        "firewall", "identity", "mkdir", "stop",
+        "python", "firewall", "identity", "mkdir", "stop",
         "write /adare/agent/bundle.pyz.part", "mv", "write /adare/run/config.json", "start",
     ]  # fmt: skip
     assert ("exec", ["mv", "-f", "/adare/agent/bundle.pyz.part", "/adare/agent/bundle.pyz"]) in (
@@ -247,6 +255,34 @@ def test_a_windows_guest_gets_a_firewall_rule_and_no_shell(
         r"write C:\adare\run\config.json", "start",
     ]  # fmt: skip
     assert qga.calls[-1][0] == "spawn"
+
+
+@pytest.mark.parametrize(
+    ("python", "message"),
+    [
+        (None, "the guest has no python3 (guest-exec: Failed to execute child process"),
+        ("3.8.10", "the guest's python3 is 3.8.10; the agent needs Python >= 3.10 in the image"),
+    ],
+)
+def test_a_guest_without_a_new_enough_python_fails_in_one_line_before_any_change(
+    tmp_path: Path, bundle: AgentBundle, python: str | None, message: str
+) -> None:
+    qga = FakeQGA(tmp_path / "guest", identity=None, python=python)
+    with pytest.raises(ImageError) as caught:
+        _install(qga, bundle)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+    assert qga.steps() == ["python"]
+
+
+def test_the_agent_starts_as_a_transient_systemd_unit_where_systemd_runs(
+    tmp_path: Path, bundle: AgentBundle
+) -> None:
+    qga = FakeQGA(tmp_path / "guest", identity=None)
+    _install(qga, bundle)
+    script = qga.calls[-1][1][2]
+    assert "[ -d /run/systemd/system ]" in script
+    assert "systemd-run --quiet --unit=adare-agent-qga --collect -p Restart=on-failure" in script
+    assert "else nohup setsid python3 '/adare/agent/bundle.pyz' '/adare/run'" in script
 
 
 def test_a_failed_mkdir_stops_the_install_before_anything_is_written(

@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 
 from pytest_adare.agent.diagnosis import FACTS_SCRIPT
-from pytest_adare.agent.install import FW_CFG_CONFIG, IDENTITY_SCRIPT
+from pytest_adare.agent.install import FW_CFG_CONFIG, IDENTITY_SCRIPT, PYTHON_VERSION_SCRIPT
 from pytest_adare.agent.screen import AgentScreen
 from pytest_adare.errors import AgentUnreachable, QGAError, VMDied, VMTimeout
 from pytest_adare.image.manifest import AgentSpec, ImageManifest
@@ -158,6 +158,9 @@ class FakeQGA:
         if list(argv[1:3]) == ["-c", IDENTITY_SCRIPT]:
             self.log.append("qga.exec identity")
             return QGAExecResult(2, b"", b"python3: can't open file")
+        if list(argv[1:3]) == ["-c", PYTHON_VERSION_SCRIPT]:
+            self.log.append("qga.exec python version")
+            return QGAExecResult(0, b"3.11.2\n", b"")
         if list(argv[1:3]) == ["-c", FACTS_SCRIPT]:
             self.log.append("qga.exec facts")
             return QGAExecResult(0, json.dumps(self.facts).encode(), b"")
