@@ -184,6 +184,9 @@ class Recorder(CallRouter):
     async def _transmit(self, text: str) -> None:
         return None
 
+    async def _transmit_binary(self, data: bytes) -> None:
+        return None
+
 
 @FUZZ
 @given(json_values | st.text(max_size=50))
