@@ -32,7 +32,7 @@ BENCH = REPO / "bench"
 RESULTS = BENCH / "results.json"
 PERFORMANCE = REPO / "docs" / "performance.md"
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
-ORDER = ("codec", "agent", "boot", "runtime", "warm_start", "isolation")
+ORDER = ("codec", "agent", "boot", "runtime", "warm_start", "agent_perf", "isolation")
 
 
 def arguments(name: str, image: str, quick: bool) -> list[str]:
@@ -44,6 +44,7 @@ def arguments(name: str, image: str, quick: bool) -> list[str]:
         "runtime": ([image], [image]),
         "isolation": (["--image", image], ["--image", image, "--tests", "3"]),
         "warm_start": (["--image", image], ["--image", image, "--runs", "1"]),
+        "agent_perf": (["--image", image], ["--image", image, "--n", "20"]),
     }
     full, short = table.get(name, ([], []))
     return short if quick else full
@@ -68,6 +69,26 @@ class Comparison:
 
 
 COMPARISONS = (
+    Comparison(
+        "agent_perf",
+        'execute_shell("true") p50 (posix_spawn + pidfd)',
+        ("shell", "agent_p50_ms"),
+        "posix_spawn sh -c true + waitpid in the guest (floor)",
+        ("shell", "floor_posix_spawn_sh_c_true_p50_ms"),
+        "ms",
+        True,
+        floor=True,
+    ),
+    Comparison(
+        "agent_perf",
+        "fs snapshot of /usr, record pages, host wall to FsSnapshot",
+        ("snapshot", "lines_s"),
+        "find /usr -printf of the same fields, in the guest",
+        ("snapshot", "find_in_guest_s"),
+        "s",
+        True,
+        floor=True,
+    ),
     Comparison(
         "warm_start",
         "warm start: QEMU start → first tool answered (saved ready state), median",
