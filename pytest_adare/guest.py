@@ -34,8 +34,6 @@ from pytest_adare.agent.connection import AgentConnection, EventCallback
 from pytest_adare.agent.screen import AgentScreen
 from pytest_adare.agent.testfunction_upload import zip_collection
 from pytest_adare.agent.transfer import (
-    PULL_CHUNK,
-    PUSH_CHUNK,
     ProgressCallback,
     binary_transport,
     pull_file,
@@ -363,11 +361,12 @@ class AsyncGuest:
         host_path: str | os.PathLike[str],
         *,
         progress: ProgressCallback | None = None,
-        chunk_size: int = PULL_CHUNK,
+        chunk_size: int | None = None,
     ) -> Path:
         """Copy a guest file to ``host_path``: chunked, sha256-verified, atomic on the host.
 
-        Binary messages carry the bytes when the agent offers them, else JSON chunks.
+        Binary messages carry the bytes when the agent offers them, else JSON chunks;
+        ``chunk_size`` defaults to the path's own (1 MiB binary, 2 MiB JSON).
 
         :raise ToolError: the guest file cannot be read, is a directory, or the hash differs.
         """
@@ -386,11 +385,12 @@ class AsyncGuest:
         *,
         mode: int | None = None,
         progress: ProgressCallback | None = None,
-        chunk_size: int = PUSH_CHUNK,
+        chunk_size: int | None = None,
     ) -> None:
         """Copy a host file to ``guest_path`` (chunked; the agent verifies sha256, renames).
 
-        Binary messages carry the bytes when the agent offers them, else JSON chunks.
+        Binary messages carry the bytes when the agent offers them, else JSON chunks;
+        ``chunk_size`` defaults to the path's own (1 MiB binary, 4 MiB JSON).
 
         :raise FileNotFoundError: ``host_path`` does not exist.
         :raise ToolError: the agent refused a chunk or the hash differed.

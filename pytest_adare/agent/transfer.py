@@ -2,19 +2,20 @@
 
 **Binary** (``pull_file`` / ``push_file`` tools, docs/agent.md "Binary transfer"): a JSON
 call announces the transfer (size, a transfer id the host chose), the bytes travel as
-binary messages of :mod:`adare_guest.binary_transfer`, with :data:`BINARY_WINDOW` of them
-unacknowledged at most, and the whole file's sha256, computed by the sender while it
-streams, ends it. The receiver checks each offset and length against the announced size
-before it writes a byte, and the receiver's own running hash against the sender's.
+binary messages of :mod:`adare_guest.binary_transfer` of :data:`BINARY_CHUNK` bytes,
+with :data:`BINARY_PULL_WINDOW` (:data:`BINARY_PUSH_WINDOW`) of them unacknowledged at
+most, and the whole file's sha256, computed by the sender while it streams, ends it.
+The receiver checks each offset and length against the announced size before it
+writes a byte, and its own running hash against the sender's.
 
 **JSON chunks** (``pull_file_chunk`` / ``push_file_chunk``, the reference host's form,
-for agents without the binary tools). A pull asks for chunk 0 first (it carries the file
-size and chunk count), then keeps :data:`PULL_WINDOW` chunk requests in flight and writes each chunk at its offset as it
-arrives, into a hidden ``.part`` file that is renamed over the target only when the
-host's sha256 of the whole file equals the guest's. Everything the guest says about
-the file is untrusted: sizes, chunk indexes and lengths are checked against each other
-before any byte is written, so a lying guest cannot make the host write or hash more
-than the size it announced.
+for agents without the binary tools). A pull asks for chunk 0 first (it carries the
+file size and chunk count), then keeps :data:`PULL_WINDOW` chunk requests in flight and
+writes each chunk at its offset as it arrives, into a hidden ``.part`` file that is
+renamed over the target only when the host's sha256 of the whole file equals the
+guest's. Everything the guest says about the file is untrusted: sizes, chunk indexes
+and lengths are checked against each other before any byte is written, so a lying
+guest cannot make the host write or hash more than the size it announced.
 """
 
 from __future__ import annotations
@@ -47,8 +48,14 @@ ProgressCallback = Callable[[int, int], None]
 
 PULL_CHUNK = 2 * 1024 * 1024
 PUSH_CHUNK = 4 * 1024 * 1024  # 5.4 MiB as base64: well under the 16 MiB message limit
-BINARY_WINDOW = 4
-"""Binary data messages in flight (sent, not yet acknowledged) in either direction."""
+BINARY_CHUNK = 1024 * 1024
+"""Bytes per binary data message (measured under TCG: 1 MiB beat 2, 4 and 8 MiB)."""
+BINARY_PULL_WINDOW = 8
+"""Data messages the agent may have in flight (sent, not yet acknowledged) in a pull."""
+BINARY_PUSH_WINDOW = 4
+"""Data messages the host keeps in flight in a push: the agent's keepalive pong queues
+behind them, and a TCG guest unmasks WebSocket frames in pure Python (slowly), so what
+waits ahead of it stays within a few MiB."""
 BINARY_FRAME_TIMEOUT = 120.0
 """Seconds a binary transfer waits for the agent's next message (a TCG guest may be slow:
 the last one of a push follows an fsync)."""
@@ -70,20 +77,23 @@ async def pull_file(
     host_path: str | os.PathLike[str],
     *,
     progress: ProgressCallback | None = None,
-    chunk_size: int = PULL_CHUNK,
+    chunk_size: int | None = None,
     binary: BinaryTransport | None = None,
 ) -> Path:
     """Copy a guest file to ``host_path``: chunked, sha256-verified, atomic on the host.
 
-    With ``binary`` (see :func:`binary_transport`) the bytes travel in binary messages,
-    else as base64 JSON chunks.
+    With ``binary`` (see :func:`binary_transport`) the bytes travel in binary messages
+    (``chunk_size`` default :data:`BINARY_CHUNK`), else as base64 JSON chunks (default
+    :data:`PULL_CHUNK`).
 
     :raise ToolError: the guest file cannot be read, is a directory, the guest's chunk
         layout does not add up, or the hash differs.
     """
     target = Path(host_path)
     if binary is not None:
-        return await _pull_binary(call, binary, guest_path, target, progress, chunk_size)
+        per_message = chunk_size or BINARY_CHUNK
+        return await _pull_binary(call, binary, guest_path, target, progress, per_message)
+    chunk_size = chunk_size or PULL_CHUNK
 
     async def chunk(index: int) -> dict[str, Any]:
         return await call(
@@ -169,21 +179,24 @@ async def push_file(
     *,
     mode: int | None = None,
     progress: ProgressCallback | None = None,
-    chunk_size: int = PUSH_CHUNK,
+    chunk_size: int | None = None,
     binary: BinaryTransport | None = None,
 ) -> None:
     """Copy a host file to ``guest_path`` (chunked; the agent verifies sha256, renames).
 
-    With ``binary`` (see :func:`binary_transport`) the bytes travel in binary messages,
-    else as base64 JSON chunks.
+    With ``binary`` (see :func:`binary_transport`) the bytes travel in binary messages
+    (``chunk_size`` default :data:`BINARY_CHUNK`), else as base64 JSON chunks (default
+    :data:`PUSH_CHUNK`).
 
     :raise FileNotFoundError: ``host_path`` does not exist.
     :raise ToolError: the agent refused a chunk or the hash differed.
     """
     source = Path(host_path)
     if binary is not None:
-        await _push_binary(call, binary, source, guest_path, mode, progress, chunk_size)
+        per_message = chunk_size or BINARY_CHUNK
+        await _push_binary(call, binary, source, guest_path, mode, progress, per_message)
         return
+    chunk_size = chunk_size or PUSH_CHUNK
     size, sha256 = await asyncio.to_thread(_size_and_sha256, source)
     total_chunks = max(1, -(-size // chunk_size))
     done = 0
@@ -290,14 +303,14 @@ async def _pull_binary(
     progress: ProgressCallback | None,
     chunk_size: int,
 ) -> Path:
-    stream = link.open_stream(window=BINARY_WINDOW, max_payload=chunk_size)
+    stream = link.open_stream(window=BINARY_PULL_WINDOW, max_payload=chunk_size)
     try:
         answer = await call(
             "pull_file",
             guest_path=guest_path,
             transfer_id=stream.transfer_id,
             chunk_size=chunk_size,
-            window=BINARY_WINDOW,
+            window=BINARY_PULL_WINDOW,
         )
         size = _announced_size(guest_path, answer, stream, chunk_size)
         part = target.with_name(f".{target.name}.{secrets.token_hex(8)}.part")
@@ -410,7 +423,7 @@ async def _push_binary(
     chunk_size: int,
 ) -> None:
     src = await asyncio.to_thread(source.open, "rb")
-    stream = link.open_stream(window=BINARY_WINDOW, max_payload=MAX_REASON)
+    stream = link.open_stream(window=BINARY_PUSH_WINDOW, max_payload=MAX_REASON)
     try:
         size = os.fstat(src.fileno()).st_size
         params: dict[str, Any] = {
@@ -418,7 +431,7 @@ async def _push_binary(
             "transfer_id": stream.transfer_id,
             "file_size": size,
             "chunk_size": chunk_size,
-            "window": BINARY_WINDOW,
+            "window": BINARY_PUSH_WINDOW,
         }
         if mode is not None:
             params["mode"] = mode

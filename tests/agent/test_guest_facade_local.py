@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from adare_guest.config import AgentConfig
 from adare_guest.server import AdareVMServer
-from pytest_adare.agent.transfer import PULL_CHUNK
+from pytest_adare.agent.transfer import BINARY_CHUNK
 from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.errors import AgentUnreachable, GuestCommandFailed, ToolError
 from pytest_adare.guest import AsyncGuest, Guest
@@ -67,7 +67,7 @@ async def test_push_then_pull_10_mib_keeps_the_bytes(aguest: AsyncGuest, tmp_pat
         guest_path, tmp_path / "host" / "back.bin", progress=lambda d, t: pulled.append((d, t))
     )
     assert sha256_of(back) == sha256_of(source)
-    chunks = -(-source.stat().st_size // PULL_CHUNK)
+    chunks = -(-source.stat().st_size // BINARY_CHUNK)
     assert len(pulled) == chunks > 1 and pulled[-1][0] == source.stat().st_size
     assert sorted(p.name for p in back.parent.iterdir()) == ["back.bin"]  # no part files left
 

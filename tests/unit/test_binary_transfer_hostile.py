@@ -180,7 +180,8 @@ async def test_more_data_messages_than_the_window_fail_the_transfer(tmp_path: Pa
             await ws.send(data(call, offset, CONTENT[offset : offset + 1]))
         await ws.send(answer(call))
 
-    await pull_refused(script, tmp_path, ProtocolViolation, "unacknowledged \\(window 4\\)")
+    window = f"unacknowledged \\(window {transfer.BINARY_PULL_WINDOW}\\)"
+    await pull_refused(script, tmp_path, ProtocolViolation, window)
 
 
 async def test_a_data_message_above_the_chunk_size_fails_the_transfer(tmp_path: Path) -> None:
