@@ -6,20 +6,26 @@
 ``build`` prints one line per phase and the manifest path last; without
 ``--out`` the image goes to (or is reused from) the user cache. ``check``
 boots the image, waits for QGA and the agent, prints each phase's time and
-exits non-zero with the console tail when something fails.
+exits non-zero with the console tail when something fails. A user's image (no
+boot-time hand-off: a bare disk, or a manifest without ``agent.fw_cfg`` /
+``agent.initrd_handoff``) boots exactly as the plugin boots it; the last line names
+the firmware and the channel that delivered the agent (``qga`` or ``cloud-init``).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_adare.errors import AdareError
 from pytest_adare.image.build import build_image
 from pytest_adare.image.cache import cached_image, image_dir
+from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.image.recipe import DEFAULT_MIRROR, DEFAULT_SUITE, debian_recipe
+from pytest_adare.vm_options import VMOptions
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -74,12 +80,39 @@ def _build(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     # Deferred: the check boots QEMU (qemu.qmp, websockets, PIL); `build` needs none of it.
+    from pytest_adare.agent.install import uses_boot_handoff
+    from pytest_adare.image.resolve import resolve_image
     from pytest_adare.image_check import check_image
 
+    manifest = resolve_image(args.path, progress=_say)
+    if not uses_boot_handoff(manifest):
+        return _check_own_image(args, manifest)
     report = check_image(
         args.path, accel=args.accel, timeout=args.timeout, progress=_say, handoff=args.handoff
     )
     return 0 if report.ok else 1
+
+
+def _check_own_image(args: argparse.Namespace, manifest: ImageManifest) -> int:
+    """A user's image (no boot-time hand-off): boot it as the plugin would and say which
+    firmware booted it and which channel delivered the agent."""
+    # Deferred: booting a VM needs the whole VM layer; `build` needs none of it.
+    from pytest_adare.vm import VM
+
+    _say(f"checking {manifest.path or manifest.disk} ({manifest.format}; the agent is "
+         "delivered at run time)")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="adare-check-") as tmp:
+        vm = VM(manifest, Path(tmp), VMOptions(accel=args.accel, boot_timeout=args.timeout))
+        try:
+            vm.start(progress=_say)
+        except AdareError as exc:
+            _say(f"FAILED: {exc}")
+            return 1
+        finally:
+            vm.close()
+    channel = next(p.name for p in vm.phases if p.name in ("qga", "cloud-init"))
+    _say(f"ok: {vm.firmware_reason}; agent delivered by {channel}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -146,6 +146,8 @@ class GuiChoice:
         return f"{self.mode} ({self.reason})"
 
 
+SETTLE_TIMEOUT = 180.0
+"""Bound on ``systemctl is-system-running --wait`` before a systemd guest counts as ready."""
 GUI_PROBE_TIMEOUT = 60.0
 """Bound on the agent's first screenshot when ``gui="auto"`` asks whether its display works."""
 
@@ -436,6 +438,8 @@ class VM:
         guest = self._attach(connection)
         info = connection.server_info
         self._phase("connect", t, f"{self.transport}, agent {info.get('version', '?')}")
+        if not self.handoff:
+            await self._await_system_running(guest)
         if self.manifest.desktop:
             t = time.monotonic()
             focused = await await_focused_window(
@@ -504,6 +508,29 @@ class VM:
             ping_timeout = min(ping_timeout * 1.5, LISTEN_PING_MAX_TIMEOUT)
             await asyncio.sleep(0.2)
         return False
+
+    async def _await_system_running(self, guest: Guest) -> None:
+        """Ready means ready: on a systemd guest wait (bounded) until ``systemctl
+        is-system-running --wait`` is done starting; ``degraded`` is ready with a warning
+        naming the failed units. Guests without systemd are ready at once."""
+        t = time.monotonic()
+        script = (
+            "command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ] || exit 3; "
+            f"timeout {SETTLE_TIMEOUT:.0f} systemctl is-system-running --wait; "
+            "systemctl list-units --state=failed --no-legend --plain | cut -d' ' -f1 | head -5"
+        )
+        result = await guest.aio.shell(script, timeout=SETTLE_TIMEOUT + 15)
+        if result.returncode == 3 and not result.stdout.strip():
+            return
+        state, *failed = result.stdout.split() or ["unknown"]
+        if state == "running":
+            self._phase("settle", t, "systemd: running")
+        elif state == "degraded":
+            self._phase("settle", t, f"systemd: degraded, ready anyway (failed: "
+                        f"{', '.join(failed) or '?'})")  # fmt: skip
+        else:
+            self._phase("settle", t, f"systemd still {state!r} after {SETTLE_TIMEOUT:.0f} s; "
+                        "ready anyway")  # fmt: skip
 
     def _cloud_init_seed(self) -> Path | None:
         """The NoCloud seed for an image whose agent is not handed over at boot (Linux,

@@ -378,7 +378,8 @@ class Machine:
         except VMTimeout:
             why = f"no kernel progress on the console within {seconds:.0f} s of a firmware boot"
         except VMDied as exc:
-            why = f"guest died during a firmware boot: {exc.reason}"
+            died = exc.reason.split(" while waiting for ")[0]
+            why = f"guest died during a firmware boot: {died}"
         else:
             choice = record_boot_probe(
                 True, f"a firmware boot reached the kernel in under {seconds:.0f} s",
@@ -406,8 +407,10 @@ class Machine:
     def _qemu_said(self) -> str:
         """QEMU's last words on stderr (``KVM internal error…``) for a death reason."""
         lines = [line.strip() for line in self._stderr.decode(errors="replace").splitlines()]
-        last = [line for line in lines if line][-2:]
-        return f"; QEMU said: {' / '.join(last)[:300]}" if last else ""
+        # A KVM failure is followed by a register dump: its error line says more.
+        errors = [line for line in lines if "error" in line.lower()]
+        said = errors[:2] or [line for line in lines if line][-2:]
+        return f"; QEMU said: {' / '.join(said)[:300]}" if said else ""
 
     async def _watch_boot(self) -> None:
         """End a firmware boot at once when it cannot succeed (:class:`BootWatch`): every

@@ -292,9 +292,10 @@ def test_a_built_in_image_boots_with_the_hand_off_and_connects(
 def test_any_image_gets_the_agent_over_qga_then_connects(parts: Parts, tmp_path: Path) -> None:
     vm = parts.vm(_plain(tmp_path), tmp_path / "vm")
     vm.start()
-    assert _phases(vm) == ["bundle", "qemu", "qga", "install", "connect"]
+    # settle: the guest says when it has finished starting (systemctl is-system-running)
+    assert _phases(vm) == ["bundle", "qemu", "qga", "install", "connect", "settle"]
     assert parts.log[:2] == ["machine1.start", "qga.sync"]
-    assert parts.log[-1] == "connect to machine1"
+    assert parts.log[-2:] == ["connect to machine1", "conn1.call execute_shell"]
     assert "qga.write /adare/agent/bundle.pyz.part" in parts.log  # none was installed
     assert parts.log.index("qga.write /adare/run/config.json") < parts.log.index(
         "connect to machine1"
@@ -309,7 +310,7 @@ def test_install_qga_takes_the_qga_route_even_on_a_built_in_image(
 ) -> None:
     vm = parts.vm(_builtin(tmp_path), tmp_path / "vm", install="qga")
     vm.start()
-    assert _phases(vm) == ["bundle", "qemu", "qga", "install", "connect"]
+    assert _phases(vm) == ["bundle", "qemu", "qga", "install", "connect", "settle"]
     vm.close()
 
 
