@@ -41,6 +41,8 @@ DEFAULT_FPS = 2.0
 DEFAULT_SECONDS = 20.0
 DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 SCREENDUMP_TIMEOUT = 10.0
+FILM_MAX_PIXELS = 1_310_720
+"""Film frames larger than 1280x1024 are scaled down: a film decodes all its frames."""
 MIN_FRAME_MS = 20  # animated WebP/GIF players round shorter frames up anyway
 
 
@@ -118,6 +120,17 @@ class FrameRing:
             max(MIN_FRAME_MS, round((end - f.at) * 1000))
             for f, end in zip(frames, ends, strict=True)
         ]
+
+
+def _film_frame(png: bytes) -> Image.Image:
+    """One decoded frame, scaled down to :data:`FILM_MAX_PIXELS` (all are held at once)."""
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    pixels = image.width * image.height
+    if pixels > FILM_MAX_PIXELS:
+        factor = (FILM_MAX_PIXELS / pixels) ** 0.5
+        size = (max(1, int(image.width * factor)), max(1, int(image.height * factor)))
+        image = image.resize(size, Image.Resampling.BILINEAR)
+    return image
 
 
 class ScreendumpMachine(Protocol):
@@ -201,7 +214,7 @@ class ScreenRecorder:
         if not frames:
             return None
         target = Path(path)
-        images = [Image.open(io.BytesIO(frame.png)).convert("RGB") for frame in frames]
+        images = [_film_frame(frame.png) for frame in frames]
         durations = self.ring.durations_ms()
         if target.suffix.lower() == ".gif":
             options: dict[str, Any] = {"format": "GIF", "optimize": False}

@@ -94,3 +94,14 @@ def test_nothing_captured_writes_no_film(tmp_path: Path) -> None:
     assert recorder.save_film(tmp_path / "film.webp") is None
     assert not (tmp_path / "film.webp").exists()
     assert recorder.describe().startswith("0 distinct frames")
+
+
+def test_frames_of_a_large_screen_are_scaled_down_in_the_film(tmp_path: Path) -> None:
+    recorder = ScreenRecorder(lambda: None)  # type: ignore[arg-type, return-value]
+    recorder.ring.add(0.0, png("4k", size=(3840, 2160)))
+    recorder.ring.add(1.0, png("4k again", size=(3840, 2160)))
+    film = recorder.save_film(tmp_path / "film.webp")
+    assert film is not None
+    with Image.open(film) as animation:
+        width, height = animation.size
+    assert width * height <= 1280 * 1024 and abs(width / height - 16 / 9) < 0.01
