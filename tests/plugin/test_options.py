@@ -85,6 +85,7 @@ def test_ini_paths_are_relative_to_the_ini_file(pytester: pytest.Pytester) -> No
         ("accel", "hvf", "'hvf' is not one of auto, kvm, tcg"),
         ("transport", "usb", "'usb' is not one of websocket, serial"),
         ("gui", "vnc", "'vnc' is not one of auto, agent, host"),
+        ("firmware", "coreboot", "'coreboot' is not one of auto, bios, uefi"),
         ("keep", "sometimes", "'sometimes' is not one of never, on-failure, always"),
         ("memory", "lots", "expected a memory size in MiB like 1024, 512M or 2G, got 'lots'"),
         ("memory", "16", "16 MiB is too little memory*"),
@@ -171,6 +172,16 @@ def test_marker_overrides_the_session_options() -> None:
     )
     assert request.needs_desktop and request.needs_os == "linux"
     assert request.vm_key != apply_marker(options, None).vm_key
+
+
+def test_firmware_from_the_command_line_or_the_marker_makes_its_own_vm() -> None:
+    options = AdareOptions(vm="disk.qcow2", firmware="uefi")
+    assert apply_marker(options, None).options.firmware == "uefi"
+    marked = apply_marker(options, pytest.mark.adare_vm(firmware="bios").mark)
+    assert marked.options.firmware == "bios"
+    assert marked.vm_key != apply_marker(options, None).vm_key
+    with pytest.raises(ValueError, match="firmware='efi' is not one of auto, bios, uefi"):
+        apply_marker(options, pytest.mark.adare_vm(firmware="efi").mark)
 
 
 def test_isolation_alone_shares_the_session_vm() -> None:
