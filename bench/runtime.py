@@ -27,6 +27,7 @@ from pytest_adare.image.resolve import resolve_image
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu.qga import QGAClient
 from pytest_adare.vm import VM
+from pytest_adare.vm_options import VMOptions
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -76,7 +77,8 @@ def mb_s(size: int, samples: list[float]) -> float:
 def main(image: str) -> dict[str, Any]:
     manifest = resolve_image(image, progress=lambda line: print(line, file=sys.stderr))
     workdir = Path(tempfile.mkdtemp(prefix="adare-bench-"))
-    vm = VM(manifest, workdir, name="bench")
+    # Cold: the start figures race QGA from QEMU's launch (warm starts: bench/warm_start.py).
+    vm = VM(manifest, workdir, VMOptions(warm="off"), name="bench")
     qga_first: dict[str, float] = {}
     t0 = time.perf_counter()
 
