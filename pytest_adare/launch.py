@@ -33,12 +33,13 @@ def launch(
     memory_mib: int | None = None,
     cpus: int | None = None,
     accel: Accel = "auto",
-    transport: Transport = "websocket",
+    transport: Transport | None = None,
     network: bool = True,
     clock: str | None = None,
     gui: GuiMode = "auto",
     warm: Warm = "auto",
     firmware: FirmwareChoice = "auto",
+    hypervisor: str | None = None,
     workdir: str | Path | None = None,
     keep_workdir: bool = False,
     progress: Callable[[str], None] | None = _print_progress,
@@ -60,6 +61,10 @@ def launch(
     same image, bundle, QEMU and machine saved in the cache (``auto``, the default), or
     always boot cold.
 
+    ``hypervisor`` (a libvirt URI, e.g. ``qemu:///system``): run the guest as a transient
+    domain there (docs/libvirt.md); ``transport`` then defaults to ``serial`` (without a
+    hypervisor: ``websocket``).
+
     ``clock`` (ISO 8601, e.g. ``"2024-03-01T09:00:00Z"``) boots the guest with its clock
     there, running on the VM's virtual clock.
 
@@ -74,12 +79,13 @@ def launch(
         memory_mib=memory_mib,
         cpus=cpus,
         accel=accel,
-        transport=transport,
+        transport=transport or ("serial" if hypervisor else "websocket"),
         network=network,
         clock=clock,
         gui=gui,
         warm=warm,
         firmware=firmware,
+        hypervisor=hypervisor,
     )
     manifest = resolve_image(str(image), progress=progress)
     own_dir = workdir is None

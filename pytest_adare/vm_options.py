@@ -84,6 +84,9 @@ class VMOptions:
     """``auto``: start from the ready state a first cold boot saved in the cache (same
     image, agent bundle, QEMU and machine), saving it when there is none; ``off``: always
     boot cold."""
+    hypervisor: str | None = None
+    """A libvirt URI (``qemu:///system``, ``qemu+ssh://user@host/system``): the guest runs
+    as a transient domain there (docs/libvirt.md). None: QEMU started by this process."""
 
     def __post_init__(self) -> None:
         if self.clock is not None:
@@ -100,6 +103,16 @@ class VMOptions:
             value = getattr(self, name)
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        if self.hypervisor is not None:
+            if "://" not in self.hypervisor or any(c.isspace() for c in self.hypervisor):
+                raise ValueError(
+                    f"hypervisor must be a libvirt URI like qemu:///system, got {self.hypervisor!r}"
+                )
+            if self.transport != "serial":
+                raise ValueError(
+                    "a libvirt hypervisor reaches the agent over its serial channel (no port "
+                    "forwarding): use transport='serial'"
+                )
         if self.transport == "websocket" and not self.network:
             raise ValueError("transport='websocket' needs the network; use transport='serial'")
         if self.memory_mib is not None and self.memory_mib < 64:
@@ -129,4 +142,6 @@ class VMOptions:
             parts.append(f"gui={self.gui}")
         if self.firmware != "auto":
             parts.append(f"firmware={self.firmware}")
+        if self.hypervisor is not None:
+            parts.append(f"hypervisor={self.hypervisor}")
         return " ".join(parts)

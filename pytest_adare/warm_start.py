@@ -63,6 +63,8 @@ def cold_only_reason(image: WarmImage, options: VMOptions, custom_config: bool) 
     """Why this VM must boot cold, or None when a warm start is possible."""
     if options.warm == "off":
         return "warm start off (warm='off')"
+    if options.hypervisor is not None:
+        return "a libvirt hypervisor (saved states are files of a QEMU started here)"
     if image.kernel is None:
         return "a firmware-booted disk (warm start needs a direct-boot kernel)"
     if options.clock is not None:

@@ -140,6 +140,13 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "auto",
     ),
     OptionSpec(
+        "hypervisor",
+        "run the guests as transient domains on this libvirt hypervisor (qemu:///system, "
+        "qemu+ssh://user@host/system; the agent over its serial channel) instead of a QEMU "
+        "started here (default: none; docs/libvirt.md)",
+        metavar="URI",
+    ),
+    OptionSpec(
         "keep",
         "keep a VM's disk overlay for a look afterwards (default: never)",
         KEEP_MODES,
@@ -156,7 +163,7 @@ MARKER_DOC = (
     "tests asking for the same); isolation overrides --adare-isolation for this test; gui=True (or "
     "'auto'/'agent'/'host') needs an image with a desktop; os='linux'|'windows' needs that guest "
     "OS; clock='2024-03-01T09:00:00Z' boots the guest with its clock there (its own VM); "
-    "warm='off' boots it cold. "
+    "warm='off' boots it cold; hypervisor='qemu:///system' runs it on that libvirt host. "
     "Unmet needs skip the test with the reason."
 )
 
@@ -173,6 +180,7 @@ MARKER_KEYS = (
     "clock",
     "warm",
     "firmware",
+    "hypervisor",
 )
 
 
@@ -194,6 +202,7 @@ class AdareOptions:
     evidence: str = "off"
     record: str = "on-failure"
     warm: str = "auto"
+    hypervisor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -337,6 +346,8 @@ def read_options(config: pytest.Config) -> AdareOptions:
             values["artifacts"] = (base / raw).resolve()
         elif spec.name == "vm":
             values["vm"] = _image_spec(raw, base)
+        elif spec.name == "hypervisor":
+            values["hypervisor"] = raw.strip() or None
         elif spec.switch:
             values[spec.name] = parse_switch(raw, source)
     return AdareOptions(**values)
@@ -370,7 +381,12 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
         raise ValueError(
             f"adare_vm marker: gui must be True, False, 'auto', 'agent' or 'host', got {gui!r}"
         )
-    transport = _marker_choice(kwargs.get("transport", options.transport), TRANSPORTS, "transport")
+    hypervisor = kwargs.get("hypervisor", options.hypervisor)
+    if hypervisor is not None and not isinstance(hypervisor, str):
+        raise ValueError(f"adare_vm marker: hypervisor must be a libvirt URI, got {hypervisor!r}")
+    # A libvirt hypervisor reaches the agent over its serial channel unless asked otherwise.
+    default_transport = "serial" if hypervisor else options.transport
+    transport = _marker_choice(kwargs.get("transport", default_transport), TRANSPORTS, "transport")
     network = kwargs.get("network", transport != "serial")
     if not isinstance(network, bool):
         raise ValueError(f"adare_vm marker: network must be True or False, got {network!r}")
@@ -407,6 +423,7 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
         firmware=_marker_choice(
             kwargs.get("firmware", options.firmware), FIRMWARE_CHOICES, "firmware"
         ),
+        hypervisor=hypervisor or None,
     )
     return VMRequest(
         image=str(image),

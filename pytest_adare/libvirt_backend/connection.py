@@ -1,0 +1,82 @@
+"""Opening a libvirt URI, with ``libvirt`` imported on first use and errors in one line.
+
+``libvirt-python`` is the optional extra ``libvirt``; without it, or when the URI cannot
+be reached, the VM fails with one :class:`~pytest_adare.errors.AdareError` line naming
+what to do.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+from urllib.parse import urlsplit
+
+from pytest_adare.errors import AdareError, VMLaunchError
+
+INSTALL_HINT = "python -m pip install 'pytest-adare[libvirt]'"
+
+
+class HypervisorError(VMLaunchError):
+    """The hypervisor, its storage pool or a domain failed to start: libvirt's reason in
+    one line (a :class:`VMLaunchError`, so the plugin counts it as infrastructure)."""
+
+    def __init__(self, message: str) -> None:
+        self.exitcode = None
+        self.command = []
+        self.output = ""
+        AdareError.__init__(self, message)
+
+
+@functools.cache
+def libvirt_module() -> Any:
+    """The ``libvirt`` module, its default error printer silenced (errors are raised).
+
+    :raise AdareError: libvirt-python is not installed (the line says how to get it).
+    """
+    try:
+        # Deferred: libvirt-python is an optional extra, loaded only for a libvirt URI.
+        import libvirt
+    except ImportError as exc:
+        raise AdareError(
+            f"--adare-hypervisor needs the libvirt-python package ({exc}): {INSTALL_HINT}"
+        ) from None
+    libvirt.registerErrorHandler(_ignore_error, None)
+    return libvirt
+
+
+def _ignore_error(context: object, error: object) -> None:
+    """libvirt prints every error to stderr unless a handler is set; ours are raised."""
+
+
+def libvirt_qemu_module() -> Any:
+    """``libvirt_qemu`` (QMP/HMP passthrough), from the same package."""
+    libvirt_module()
+    # Deferred: part of the optional libvirt-python package, like libvirt itself.
+    import libvirt_qemu
+
+    return libvirt_qemu
+
+
+def open_connection(uri: str) -> Any:
+    """A ``virConnect`` to ``uri``.
+
+    :raise VMLaunchError: the hypervisor cannot be reached (one line: the URI and why).
+    """
+    libvirt = libvirt_module()
+    try:
+        return libvirt.open(uri)
+    except libvirt.libvirtError as exc:
+        raise HypervisorError(f"cannot reach the hypervisor {uri}: {error_text(exc)}") from None
+
+
+def error_text(exc: BaseException) -> str:
+    """libvirt's own message for ``exc`` on one line."""
+    text = exc.get_error_message() if hasattr(exc, "get_error_message") else str(exc)
+    return " ".join(str(text or exc).split())
+
+
+def is_local(uri: str) -> bool:
+    """True for a URI naming this machine's daemon (``qemu:///system``, ``qemu:///session``):
+    no host, or a loopback host without a remote transport."""
+    parts = urlsplit(uri)
+    return not parts.hostname and "+" not in parts.scheme

@@ -1,0 +1,603 @@
+"""``LibvirtMachine``: one guest as a transient libvirt domain, with the methods the VM
+uses of a :class:`~pytest_adare.qemu.machine.Machine` (start, shutdown, bounded waits,
+the console, snapshots, QMP passthrough, screendump and input).
+
+What goes where:
+
+- boot files and disk: the ``adare`` pool (:mod:`.storage`); the domain boots the
+  image's kernel with the VM's initrd (the agent's hand-off) over a per-VM overlay;
+- console: serial0's stream, read from the moment the domain exists (it is created
+  paused, the stream opened, then resumed) into the same
+  :class:`~pytest_adare.qemu.console.ConsoleCapture` the QEMU backend uses;
+- agent serial link and QGA: :class:`~.streams.StreamBridge` sockets at
+  :attr:`agent_serial_path` and :attr:`qga_path`;
+- snapshots: internal snapshots with memory (``virDomainSnapshotCreateXML``, revert);
+- screen: ``virDomainScreenshot``; input: QMP ``input-send-event`` through libvirt's
+  QMP passthrough; QMP/HMP: ``virDomainQemuMonitorCommand``;
+- death: a watcher polls the domain state (and is woken when the console stream ends),
+  so every bounded wait ends at once with :class:`VMDied` when the domain is gone.
+
+Not supported here (a clear :class:`AdareError`): fw_cfg hand-off, a cloud-init seed,
+UEFI firmware, loading a warm-start state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import re
+import socket
+import tempfile
+import threading
+from collections.abc import Awaitable, Coroutine, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from PIL import Image
+
+from pytest_adare.errors import AdareError, SnapshotError, VMDied, VMTimeout
+from pytest_adare.libvirt_backend.connection import (
+    HypervisorError,
+    error_text,
+    is_local,
+    libvirt_module,
+    libvirt_qemu_module,
+    open_connection,
+)
+from pytest_adare.libvirt_backend.domain_xml import (
+    DomainConfig,
+    DomainType,
+    agent_device,
+    build_domain_xml,
+    build_snapshot_xml,
+)
+from pytest_adare.libvirt_backend.storage import (
+    create_vm_volume,
+    delete_vm_volumes,
+    ensure_base_volume,
+    ensure_pool,
+    upload_vm_file,
+    virtual_size,
+)
+from pytest_adare.libvirt_backend.streams import StreamBridge, StreamPump
+from pytest_adare.loop_thread import shared_loop
+from pytest_adare.qemu import input_events
+from pytest_adare.qemu.accel import AccelRequest, choose_accel
+from pytest_adare.qemu.console import ConsoleCapture
+from pytest_adare.qemu.machine import MachineImage
+
+T = TypeVar("T")
+STATE_POLL = 1.0
+"""Seconds between domain state checks while the machine runs."""
+MAX_SCREENSHOT_BYTES = 64 << 20
+"""Bound on one screenshot from the hypervisor."""
+TYPE_KEY_INTERVAL = 0.05
+UNSUPPORTED = "not supported on the libvirt backend"
+
+
+class LibvirtMachine:
+    """One guest as a transient domain on the libvirt daemon at ``uri``.
+
+    Constructed like :class:`~pytest_adare.qemu.machine.Machine` (the VM's machine
+    factory signature) plus ``uri``; ``workdir`` gets ``console.log``.
+    """
+
+    def __init__(
+        self,
+        manifest: MachineImage,
+        workdir: Path,
+        *,
+        uri: str,
+        memory_mib: int | None = None,
+        cpus: int | None = None,
+        accel: AccelRequest = "auto",
+        network: bool = True,
+        display: bool = True,
+        fw_cfg: Mapping[str, Path] | None = None,
+        name: str = "vm",
+        rtc_base: str | None = None,
+        incoming: bool = False,
+        firmware: str = "bios",
+        seed: Path | None = None,
+        agent_serial_device: str | None = None,
+    ) -> None:
+        unsupported = [
+            what
+            for what, asked in (
+                ("fw_cfg hand-off", bool(fw_cfg)),
+                ("a cloud-init seed", seed is not None),
+                ("UEFI firmware", firmware == "uefi"),
+                ("loading a saved state (warm start)", incoming),
+                ("a disk without a direct-boot kernel", manifest.kernel is None),
+                ("a scenario clock", rtc_base is not None),
+            )
+            if asked
+        ]
+        if unsupported:
+            raise AdareError(f"{', '.join(unsupported)}: {UNSUPPORTED} (yet)")
+        self.manifest = manifest
+        self.workdir = Path(workdir).resolve()
+        self.name = name
+        self.uri = uri
+        self.incoming = False
+        self.firmware = "bios"
+        self._memory_mib = memory_mib or manifest.memory_mib or 1024
+        self._cpus = cpus or 1
+        self._accel_request: AccelRequest = accel
+        self._network = network
+        self._display = display
+        self._agent = agent_device(agent_serial_device)
+        self.accel: str | None = None
+        self.accel_reason: str | None = None
+        self.agent_port: int | None = None
+        self.argv: list[str] = []
+        self.launched_config: None = None
+        self.pid: int | None = None
+        self.console_log_path = self.workdir / "console.log"
+        self.overlay_path: Path | None = None
+        """The overlay volume's path on the hypervisor (not readable from here when remote)."""
+        self.domain_name = f"adare-{_safe(name)}-{os.getpid()}-{os.urandom(4).hex()}"
+        self.domain_xml = ""
+        self._socket_dir: Path | None = None
+        self._conn: Any = None
+        self._pool: Any = None
+        self._domain: Any = None
+        self._console: ConsoleCapture | None = None
+        self._pump: StreamPump | None = None
+        self._bridges: list[StreamBridge] = []
+        self._died: asyncio.Event | None = None
+        self._death_reason: str | None = None
+        self._watch: asyncio.Task[None] | None = None
+        self._wake_watch = threading.Event()
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def socket_dir(self) -> Path:
+        if self._socket_dir is None:
+            self._socket_dir = Path(tempfile.mkdtemp(prefix="adare-lv-"))
+        return self._socket_dir
+
+    @property
+    def agent_serial_path(self) -> Path:
+        """The local socket joined to the guest's agent serial device."""
+        return self.socket_dir / "agent-serial.sock"
+
+    @property
+    def qga_path(self) -> Path:
+        """The local socket joined to the guest's ``org.qemu.guest_agent.0`` channel."""
+        return self.socket_dir / "qga.sock"
+
+    @property
+    def qmp_path(self) -> Path:
+        raise AdareError(f"a QMP socket: {UNSUPPORTED} (QMP goes through libvirt)")
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return shared_loop().run(coro, timeout)
+
+    # -------------------------------------------------------------- lifecycle
+    def start(self) -> LibvirtMachine:
+        """Upload what the pool lacks, create the domain paused, attach, resume.
+
+        :raise VMLaunchError: the hypervisor, its pool or the domain failed (libvirt's reason).
+        """
+        self._death_reason = None
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start()
+        except BaseException:
+            self.shutdown()
+            raise
+        return self
+
+    def _start(self) -> None:
+        libvirt = libvirt_module()
+        self._conn = open_connection(self.uri)
+        domain_type = self._choose_domain_type()
+        config = self._domain_config(domain_type)
+        self.domain_xml = build_domain_xml(config)
+        self.argv = ["libvirt", self.uri, self.domain_name]
+        try:
+            self._domain = self._conn.createXML(self.domain_xml, libvirt.VIR_DOMAIN_START_PAUSED)
+        except libvirt.libvirtError as exc:
+            raise HypervisorError(
+                f"libvirt ({self.uri}) could not start domain {self.domain_name}: "
+                f"{error_text(exc)}"
+            ) from None
+        self._console = ConsoleCapture(self.console_log_path)
+        self._died = asyncio.Event()
+        self._run(self._attach())
+        try:
+            self._domain.resume()
+        except libvirt.libvirtError as exc:
+            raise HypervisorError(f"resuming {self.domain_name}: {error_text(exc)}") from None
+
+    def _choose_domain_type(self) -> DomainType:
+        """``kvm`` or ``qemu`` (TCG): the local accel choice on this machine's daemon; on
+        another host ``auto`` is TCG (our KVM probe cannot run there)."""
+        if is_local(self.uri):
+            kernel = self.manifest.kernel
+            choice = choose_accel(
+                self._accel_request, probe_kernel=None if kernel is None else Path(kernel)
+            )
+            self.accel, self.accel_reason = choice.accel, f"libvirt {self.uri}; {choice.reason}"
+        else:
+            self.accel = "kvm" if self._accel_request == "kvm" else "tcg"
+            self.accel_reason = f"libvirt {self.uri}; accel: {self.accel} (" + (
+                "asked for" if self._accel_request != "auto" else "auto on a remote host: TCG"
+            ) + ")"
+        return "kvm" if self.accel == "kvm" else "qemu"
+
+    def _domain_config(self, domain_type: DomainType) -> DomainConfig:
+        manifest = self.manifest
+        assert manifest.kernel is not None and manifest.disk is not None
+        self._pool = ensure_pool(self._conn, self.uri)
+        disk = Path(manifest.disk)
+        sha = getattr(manifest, "disk_sha256", None)
+        known = sha if isinstance(sha, str) else None
+        base, _ = ensure_base_volume(self._pool, "disk", disk, known)
+        kernel, _ = ensure_base_volume(self._pool, "kernel", Path(manifest.kernel))
+        initrd = None
+        if manifest.initrd is not None:
+            initrd = upload_vm_file(self._pool, self.domain_name, Path(manifest.initrd)).path()
+        size = virtual_size(disk, manifest.format)
+        overlay = create_vm_volume(self._pool, self.domain_name, base, manifest.format, size)
+        self.overlay_path = Path(overlay.path())
+        return DomainConfig(
+            name=self.domain_name,
+            disk=overlay.path(),
+            memory_mib=self._memory_mib,
+            cpus=self._cpus,
+            domain_type=domain_type,
+            kernel=kernel.path(),
+            initrd=initrd,
+            append=manifest.append,
+            agent=self._agent,
+            network=self._network,
+            display=self._display,
+            owner_host=socket.gethostname(),
+            owner_pid=os.getpid(),
+        )
+
+    async def _attach(self) -> None:
+        """Console pump, agent and QGA bridges, and the state watcher, on the loop."""
+        libvirt = libvirt_module()
+        loop = asyncio.get_running_loop()
+        console = self._console
+        assert console is not None and self._domain is not None
+        stream = self._conn.newStream(0)
+        await asyncio.to_thread(
+            self._domain.openConsole, "serial0", stream, libvirt.VIR_DOMAIN_CONSOLE_FORCE
+        )
+        def on_data(data: bytes) -> None:
+            loop.call_soon_threadsafe(console.data_received, data)
+
+        def on_end(why: str) -> None:
+            self._wake_watch.set()
+
+        self._pump = StreamPump(
+            stream,
+            on_data,
+            on_end,
+            name=f"console {self.domain_name}",
+        )
+        self._pump.start()
+        if self._agent is not None:
+            opener = self._console_opener if self._agent.kind == "serial" else self._channel_opener
+            agent = StreamBridge(self.agent_serial_path, opener(self._agent.alias), "agent")
+            self._bridges.append(agent.start())
+        qga = StreamBridge(self.qga_path, self._channel_opener("channel0"), "qga")
+        self._bridges.append(qga.start())
+        self._watch = asyncio.create_task(self._watch_state(), name=f"watch {self.domain_name}")
+
+    def _console_opener(self, alias: str) -> Any:
+        def open_stream() -> Any:
+            libvirt = libvirt_module()
+            stream = self._conn.newStream(0)
+            self._domain.openConsole(alias, stream, libvirt.VIR_DOMAIN_CONSOLE_FORCE)
+            return stream
+
+        return open_stream
+
+    def _channel_opener(self, alias: str) -> Any:
+        def open_stream() -> Any:
+            libvirt = libvirt_module()
+            stream = self._conn.newStream(0)
+            self._domain.openChannel(alias, stream, libvirt.VIR_DOMAIN_CHANNEL_FORCE)
+            return stream
+
+        return open_stream
+
+    async def _watch_state(self) -> None:
+        while True:
+            reason = await asyncio.to_thread(self._down_state, STATE_POLL)
+            if reason is not None:
+                self._mark_dead(reason)
+                return
+
+    def _down_state(self, wait: float) -> str | None:
+        """After at most ``wait`` s (less when woken): why the domain is down, or None."""
+        self._wake_watch.wait(wait)
+        self._wake_watch.clear()
+        libvirt = libvirt_module()
+        try:
+            state, reason = self._domain.state(0)
+        except libvirt.libvirtError as exc:
+            return f"domain {self.domain_name} is gone ({error_text(exc)})"
+        if state in (libvirt.VIR_DOMAIN_SHUTOFF, libvirt.VIR_DOMAIN_SHUTDOWN):
+            return f"domain {self.domain_name} shut off (libvirt state {state}, reason {reason})"
+        if state == libvirt.VIR_DOMAIN_CRASHED:
+            return f"domain {self.domain_name} crashed (libvirt reason {reason})"
+        return None
+
+    def _mark_dead(self, reason: str) -> None:
+        if self._died is not None and not self._died.is_set():
+            self._death_reason = reason
+            self._died.set()
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Destroy the domain (transient: it is gone) and remove the VM's volumes."""
+        libvirt = libvirt_module()
+        if self._died is not None:
+            self._run(self._stop_watch())
+        for bridge in self._bridges:
+            bridge.close()
+        self._bridges.clear()
+        if self._pump is not None:
+            self._pump.stop()
+            self._pump = None
+        if self._domain is not None:
+            with contextlib.suppress(libvirt.libvirtError):
+                self._domain.destroy()
+            self._domain = None
+        if self._pool is not None:
+            delete_vm_volumes(self._pool, self.domain_name)
+        if self._conn is not None:
+            with contextlib.suppress(libvirt.libvirtError):
+                self._conn.close()
+            self._conn = None
+        if self._socket_dir is not None:
+            with contextlib.suppress(OSError):
+                self._socket_dir.rmdir()
+
+    async def _stop_watch(self) -> None:
+        self._mark_dead(self._death_reason or f"machine {self.name} was shut down")
+        if self._watch is not None:
+            self._watch.cancel()
+            self._wake_watch.set()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._watch
+        if self._console is not None:
+            self._console.connection_lost(None)
+
+    def kill(self) -> None:
+        """Same as :meth:`shutdown`: destroying a domain is immediate."""
+        self.shutdown()
+
+    def __enter__(self) -> LibvirtMachine:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    # ----------------------------------------------------------------- health
+    def is_running(self) -> bool:
+        return self._domain is not None and self._died is not None and not self._died.is_set()
+
+    def check_alive(self) -> None:
+        """:raise VMDied: with the reason and the console tail, when not running."""
+        if not self.is_running():
+            raise VMDied(self._down_reason(), self.console_tail())
+
+    def _down_reason(self) -> str:
+        if self._died is None:
+            return f"machine {self.name} not started"
+        return self._death_reason or f"machine {self.name} was shut down"
+
+    async def bounded(self, coro: Awaitable[T], timeout: float, what: str) -> T:
+        """Await ``coro`` for at most ``timeout`` s, ending at once if the domain dies.
+
+        :raise VMDied: the domain went away first. :raise VMTimeout: naming ``what``.
+        """
+        if self._died is None:
+            raise VMDied(self._down_reason(), self.console_tail())
+        task = asyncio.ensure_future(coro)
+        death = asyncio.ensure_future(self._died.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {task, death}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        except BaseException:
+            task.cancel()
+            raise
+        finally:
+            death.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()
+        if death in done:
+            raise VMDied(f"{self._death_reason} while waiting for {what}", self.console_tail())
+        raise VMTimeout(what, timeout, self.console_tail())
+
+    # ---------------------------------------------------------------- console
+    def console_tail(self, n: int = 40) -> list[str]:
+        return self._console.tail(n) if self._console is not None else []
+
+    def console_mark(self) -> int:
+        return self._console.mark() if self._console is not None else 0
+
+    async def await_for_console(
+        self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
+    ) -> re.Match[str]:
+        if self._console is None:
+            raise VMDied(self._down_reason(), self.console_tail())
+        regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
+        future = self._console.wait_for(regex, since)
+        return await self.bounded(future, timeout, f"console output matching {regex.pattern!r}")
+
+    def wait_for_console(
+        self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
+    ) -> re.Match[str]:
+        """Wait until a console line matches ``pattern`` (see ``Machine.wait_for_console``)."""
+        return self._run(self.await_for_console(pattern, timeout, since))
+
+    def console_write(self, data: bytes | str) -> None:
+        """Type into the guest's serial console (the console stream's input)."""
+        self.check_alive()
+        assert self._pump is not None
+        self._pump.send(data.encode() if isinstance(data, str) else data)
+
+    # ---------------------------------------------------------------- QMP/HMP
+    async def aqmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
+        """A QMP command through libvirt's passthrough; its ``return`` value.
+
+        :raise AdareError: QEMU answered with an error. :raise VMDied: not running.
+        """
+        self.check_alive()
+        text = json.dumps({"execute": cmd, **({"arguments": args} if args else {})})
+        answer = await self.bounded(
+            asyncio.to_thread(self._monitor, text, 0), timeout, f"QMP command {cmd}"
+        )
+        reply = json.loads(answer)
+        if "error" in reply:
+            raise AdareError(f"QMP {cmd} failed: {reply['error'].get('desc', reply['error'])}")
+        return reply.get("return")
+
+    def _monitor(self, text: str, flags: int) -> str:
+        libvirt = libvirt_module()
+        try:
+            return str(libvirt_qemu_module().qemuMonitorCommand(self._domain, text, flags))
+        except libvirt.libvirtError as exc:
+            raise AdareError(f"libvirt monitor command failed: {error_text(exc)}") from None
+
+    def qmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
+        return self._run(self.aqmp(cmd, timeout, **args))
+
+    async def ahmp(self, line: str, timeout: float = 60.0) -> str:
+        return str(await self.aqmp("human-monitor-command", timeout, **{"command-line": line}))
+
+    def hmp(self, line: str, timeout: float = 60.0) -> str:
+        return self._run(self.ahmp(line, timeout))
+
+    # -------------------------------------------------------------- snapshots
+    async def asavevm(self, tag: str, timeout: float = 120.0) -> None:
+        """An internal snapshot ``tag`` with memory (an older one of that name is replaced).
+
+        :raise SnapshotError: libvirt refused (its reason).
+        """
+        self.check_alive()
+        await self.bounded(asyncio.to_thread(self._save, tag), timeout, f"snapshot {tag}")
+
+    def _save(self, tag: str) -> None:
+        libvirt = libvirt_module()
+        try:
+            with contextlib.suppress(libvirt.libvirtError):
+                self._domain.snapshotLookupByName(tag, 0).delete(0)
+            self._domain.snapshotCreateXML(build_snapshot_xml(tag), 0)
+        except libvirt.libvirtError as exc:
+            why = error_text(exc)
+            raise SnapshotError(f"snapshot {tag} of {self.domain_name}: {why}") from None
+
+    def savevm(self, tag: str, timeout: float = 120.0) -> None:
+        self._run(self.asavevm(tag, timeout))
+
+    async def aloadvm(self, tag: str, timeout: float = 120.0) -> None:
+        """Revert to snapshot ``tag``; the guest runs on from there.
+
+        :raise SnapshotError: no such snapshot, or libvirt refused.
+        """
+        self.check_alive()
+        await self.bounded(asyncio.to_thread(self._revert, tag), timeout, f"revert to {tag}")
+
+    def _revert(self, tag: str) -> None:
+        libvirt = libvirt_module()
+        try:
+            snapshot = self._domain.snapshotLookupByName(tag, 0)
+            self._domain.revertToSnapshot(snapshot, libvirt.VIR_DOMAIN_SNAPSHOT_REVERT_RUNNING)
+        except libvirt.libvirtError as exc:
+            raise SnapshotError(f"revert {self.domain_name} to {tag}: {error_text(exc)}") from None
+
+    def loadvm(self, tag: str, timeout: float = 120.0) -> None:
+        self._run(self.aloadvm(tag, timeout))
+
+    async def areset(self, timeout: float = 60.0) -> None:
+        raise AdareError(f"reset(): {UNSUPPORTED} (a reboot ends the domain; use vm.reboot())")
+
+    def reset(self, timeout: float = 60.0) -> None:
+        self._run(self.areset(timeout))
+
+    # ---------------------------------------------------------- host-side GUI
+    async def ascreendump(self, timeout: float = 30.0) -> Image.Image:
+        """The display via ``virDomainScreenshot`` (PPM or PNG, as the hypervisor sends)."""
+        self.check_alive()
+        data = await self.bounded(asyncio.to_thread(self._screenshot), timeout, "a screenshot")
+        return await asyncio.to_thread(_decode_image, data)
+
+    def _screenshot(self) -> bytes:
+        libvirt = libvirt_module()
+        stream = self._conn.newStream(0)
+        chunks: list[bytes] = []
+        total = 0
+        try:
+            self._domain.screenshot(stream, 0, 0)
+            while True:
+                data = stream.recv(READ_SCREEN)
+                if not isinstance(data, bytes) or not data:
+                    break
+                total += len(data)
+                if total > MAX_SCREENSHOT_BYTES:
+                    raise AdareError(f"a screenshot above {MAX_SCREENSHOT_BYTES} bytes")
+                chunks.append(data)
+            stream.finish()
+        except libvirt.libvirtError as exc:
+            with contextlib.suppress(libvirt.libvirtError):
+                stream.abort()
+            raise AdareError(f"screenshot of {self.domain_name}: {error_text(exc)}") from None
+        return b"".join(chunks)
+
+    def screendump(self, timeout: float = 30.0) -> Image.Image:
+        return self._run(self.ascreendump(timeout))
+
+    async def asend_input(self, events: list[dict[str, Any]]) -> None:
+        """Raw ``input-send-event`` events through the QMP passthrough."""
+        await self.aqmp("input-send-event", 30.0, events=events)
+
+    def send_keys(self, *keys: str) -> None:
+        self._run(self.asend_input(input_events.key_events(keys)))
+
+    async def atype_text(self, text: str, key_interval: float = TYPE_KEY_INTERVAL) -> None:
+        for batch in input_events.text_events(text):
+            await self.asend_input(batch)
+            await asyncio.sleep(key_interval)
+
+    def type_text(self, text: str, key_interval: float = TYPE_KEY_INTERVAL) -> None:
+        self._run(self.atype_text(text, key_interval))
+
+
+READ_SCREEN = 1 << 20
+
+
+def _decode_image(data: bytes) -> Image.Image:
+    image = Image.open(io.BytesIO(data))
+    image.load()
+    return image.convert("RGB")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", name)[:20] or "vm"
+
+
+def libvirt_machine_factory(uri: str, agent_serial_device: str | None) -> Any:
+    """A VM ``machine_factory`` making :class:`LibvirtMachine` s on ``uri``."""
+
+    def make(manifest: MachineImage, workdir: Path, **kwargs: Any) -> LibvirtMachine:
+        return LibvirtMachine(
+            manifest, workdir, uri=uri, agent_serial_device=agent_serial_device, **kwargs
+        )
+
+    return make

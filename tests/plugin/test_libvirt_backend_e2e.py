@@ -1,0 +1,121 @@
+"""The plugin on a libvirt hypervisor: an inner pytest run with
+``--adare-hypervisor=qemu:///system`` boots the built-in console image as a transient
+domain (TCG) on this machine's libvirt daemon, which the fixture starts when none runs
+(CI machines are fresh: ``scripts/setup`` installs it, nothing starts it). One inner
+session, one VM: shell, snapshot diff, pull, per-test isolation by internal snapshots,
+a QEMU-side screenshot through ``virDomainScreenshot``, and a failing test's report
+sections; afterwards no domain and no per-VM volume is left on the hypervisor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+URI = "qemu:///system"
+INNER_TIMEOUT = 900
+DAEMON_WAIT = 30.0
+"""Bound on libvirtd answering after the fixture started it."""
+
+SCENARIOS = """
+import hashlib
+from PIL import Image
+
+def test_1_shell_diff_and_pull(guest, tmp_path):
+    assert guest.shell("uname -s").stdout == "Linux\\n"
+    before = guest.fs_snapshot("/root")
+    guest.shell("head -c 300000 /dev/urandom > /root/blob && sha256sum /root/blob").check()
+    diff = guest.fs_snapshot("/root").diff(before)
+    assert "/root/blob" in diff.created
+    digest = guest.shell("sha256sum /root/blob").stdout.split()[0]
+    guest.pull("/root/blob", tmp_path / "blob")
+    assert hashlib.sha256((tmp_path / "blob").read_bytes()).hexdigest() == digest
+
+def test_2_isolation_restored_the_ready_state(guest):
+    assert guest.shell("ls /root/blob 2>/dev/null").stdout == ""
+
+def test_3_screenshot_through_libvirt(guest):
+    guest.shell("clear; echo LIBVIRT-SCREEN > /dev/tty1 || true")
+    image = guest.screenshot()
+    assert isinstance(image, Image.Image) and image.width >= 320 and image.height >= 200
+    assert len(set(image.convert("L").getdata())) > 1
+
+def test_4_fails_with_report_sections(guest):
+    assert guest.shell("echo hi").stdout == "bye\\n"
+"""
+
+
+def _virsh(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["virsh", "-c", URI, *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def libvirt_system() -> str:
+    """``qemu:///system`` answering: the running daemon, or one started here (as root)."""
+    pytest.importorskip("libvirt", reason="libvirt-python is not installed (the dev extra)")
+    if shutil.which("virsh") is None:
+        pytest.skip("virsh is not installed (scripts/setup installs libvirt-clients)")
+    _let_the_qemu_user_open_kvm()
+    if _virsh("version").returncode == 0:
+        return URI
+    if os.geteuid() != 0 or shutil.which("libvirtd") is None:
+        pytest.skip(f"no libvirt daemon answers at {URI} and this user cannot start one")
+    # No systemd on a CI machine: start the daemons themselves (they detach).
+    for daemon in ("virtlogd", "libvirtd"):
+        subprocess.run([daemon, "--daemon"], check=True, timeout=30)
+    deadline = time.monotonic() + DAEMON_WAIT
+    while (answer := _virsh("version")).returncode != 0:
+        if time.monotonic() > deadline:
+            pytest.fail(f"libvirtd started but {URI} did not answer in {DAEMON_WAIT:.0f} s: "
+                        f"{answer.stderr.strip()}")  # fmt: skip
+        time.sleep(0.5)
+    return URI
+
+
+def _let_the_qemu_user_open_kvm() -> None:
+    """/dev/kvm as udev leaves it on Debian (root:kvm 0660; libvirt-qemu is in kvm). A
+    container's root-only /dev/kvm makes libvirtd re-probe QEMU's capabilities on every
+    domain start (about 70 s here); domains still run under TCG (type qemu)."""
+    kvm = Path("/dev/kvm")
+    if os.geteuid() != 0 or not kvm.exists() or kvm.stat().st_mode & 0o060 == 0o060:
+        return
+    with contextlib.suppress(LookupError):  # no kvm group: nothing udev would do either
+        shutil.chown(kvm, group="kvm")
+        kvm.chmod(0o660)
+
+
+def _ours(listing: str) -> set[str]:
+    return {word for word in listing.split() if word.startswith("adare-")}
+
+
+def test_the_newcomer_suite_passes_on_a_libvirt_domain(
+    pytester: pytest.Pytester, test_image: str, libvirt_system: str
+) -> None:
+    domains_before = _ours(_virsh("list", "--all", "--name").stdout)
+    pytester.makepyfile(test_scenarios=SCENARIOS)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-v", f"--adare-vm={test_image}",
+        f"--adare-hypervisor={libvirt_system}", timeout=INNER_TIMEOUT,
+    )  # fmt: skip
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*connect: serial*"])
+    result.stdout.fnmatch_lines(["*qemu: libvirt qemu:///system; accel: tcg*"])
+    result.stdout.fnmatch_lines(
+        ["*test_2_isolation_restored_the_ready_state PASSED (restore ready state * s)*"]
+    )
+    result.stdout.fnmatch_lines(["*- adare console tail -*", "*adare-init: agent started*"])
+    assert _ours(_virsh("list", "--all", "--name").stdout) == domains_before
+    volumes = _virsh("vol-list", "adare").stdout
+    assert not [line for line in volumes.splitlines() if "-overlay.qcow2" in line
+                or "-initrd.img " in line]  # fmt: skip
+    assert "adare-disk-" in volumes, "the base disk stays in the pool for later runs"
