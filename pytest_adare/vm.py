@@ -62,6 +62,7 @@ from pytest_adare.forensics.evidence_bundle import BundleFacts, write_bundle
 from pytest_adare.guest import AsyncGuest, Guest, tool_result
 from pytest_adare.image.agent_bundle import AgentBundle, build_agent_bundle
 from pytest_adare.image.manifest import ImageManifest
+from pytest_adare.libvirt_backend.machine import libvirt_machine_factory
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu.accel import AccelRequest, choose_accel
 from pytest_adare.qemu.capture import DEFAULT_MAX_BYTES as CAPTURE_MAX
@@ -178,6 +179,11 @@ class VM:
         self.agent_config = agent_config(self.layout, self.token, config_overrides)
         self._custom_config = bool(config_overrides)
         self.handoff = self.options.install == "auto" and uses_boot_handoff(manifest)
+        if self.options.hypervisor is not None and machine_factory is Machine:
+            # The libvirt backend: the same phases, the guest a domain on that hypervisor.
+            machine_factory = libvirt_machine_factory(
+                self.options.hypervisor, self.layout.serial_device
+            )
         self.phases: list[Phase] = []
         self._machine: Machine | None = None
         self._bundle: AgentBundle | None = None
