@@ -195,3 +195,36 @@ def test_serial_transport_means_no_network_unless_asked() -> None:
     assert apply_marker(options, None).options.network is False
     marked = apply_marker(options, pytest.mark.adare_vm(network=True).mark)
     assert marked.options.network is True
+
+
+def test_a_hypervisor_uri_runs_the_vm_there_over_the_serial_link() -> None:
+    options = AdareOptions(vm="debian", hypervisor="qemu:///system")
+    session = apply_marker(options, None).options
+    assert (session.hypervisor, session.transport, session.network) == (
+        "qemu:///system", "serial", False,
+    )  # fmt: skip
+    local = apply_marker(options, pytest.mark.adare_vm(hypervisor=None).mark)
+    assert local.options.hypervisor is None and local.options.transport == "websocket"
+    remote = apply_marker(
+        AdareOptions(vm="debian"), pytest.mark.adare_vm(hypervisor="qemu+ssh://root@h/system").mark
+    )
+    assert remote.options.hypervisor == "qemu+ssh://root@h/system"
+    assert remote.vm_key != apply_marker(options, None).vm_key
+    with pytest.raises(ValueError, match="transport='serial'"):
+        apply_marker(options, pytest.mark.adare_vm(transport="websocket").mark)
+
+
+def test_the_hypervisor_comes_from_the_command_line_or_the_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nadare_hypervisor = qemu:///session\n")
+    pytester.makepyfile(
+        """
+        from pytest_adare.plugin.options import adare_options
+
+        def test_uri(pytestconfig):
+            print("URI", adare_options(pytestconfig).hypervisor)
+        """
+    )
+    result = pytester.runpytest_subprocess("-s")
+    result.stdout.fnmatch_lines(["*URI qemu:///session*"])
+    result = pytester.runpytest_subprocess("-s", "--adare-hypervisor=qemu:///system")
+    result.stdout.fnmatch_lines(["*URI qemu:///system*"])
