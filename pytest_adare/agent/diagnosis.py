@@ -48,6 +48,10 @@ class AgentFacts:
     """``nft list ruleset``; None where nft does not exist."""
     iptables_rules: str | None = None
     """``iptables-save``; None where it does not exist."""
+    ipv4_addresses: str | None = None
+    """``ip -4 -o addr``; None where ``ip`` does not exist or QGA did not answer."""
+    links: str | None = None
+    """``ip -o link``: the guest's interfaces and their state."""
     log_path: str = ""
     log_tail: list[str] = field(default_factory=list)
 
@@ -133,6 +137,27 @@ def _iptables_blocks(rules: str, port: str) -> list[str]:
     return blocks
 
 
+def guest_addresses(facts: AgentFacts) -> list[str]:
+    """``enp0s2 10.0.2.15/24`` for every IPv4 address outside loopback."""
+    found = []
+    for line in (facts.ipv4_addresses or "").splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[2] == "inet" and not fields[3].startswith("127."):
+            found.append(f"{fields[1]} {fields[3]}")
+    return found
+
+
+def _links(facts: AgentFacts) -> str:
+    """``enp0s2 DOWN, lo UNKNOWN`` from ``ip -o link`` text."""
+    links = []
+    for line in (facts.links or "").splitlines():
+        name = re.match(r"\d+:\s+([^:@\s]+)", line)
+        state = re.search(r"\bstate (\S+)", line)
+        if name and name.group(1) != "lo":
+            links.append(f"{name.group(1)} {state.group(1) if state else '?'}")
+    return ", ".join(links) or "none besides lo"
+
+
 def _last_line(lines: Sequence[str]) -> str | None:
     for line in reversed(lines):
         if line.strip():
@@ -188,6 +213,18 @@ def decide(facts: AgentFacts) -> str:
             f"connection is dropped: {blocks[0]}"
         )
     last_error = facts.connect_errors[-1] if facts.connect_errors else "no error recorded"
+    if facts.ipv4_addresses is not None and not guest_addresses(facts):
+        return (
+            f"the agent listens on {public}:{port} but the guest has no IPv4 address outside "
+            f"loopback (links: {_links(facts)}), so QEMU's user network cannot reach it: its "
+            "network configuration does not bring up this NIC (it sits in PCI slot 2, "
+            "enp0s2); --adare-transport=serial needs no network"
+        )
+    if facts.ipv4_addresses is not None:
+        last_error += (
+            f" (guest addresses: {'; '.join(guest_addresses(facts))}; "
+            "--adare-transport=serial needs no network)"
+        )
     return (
         f"the agent listens on {public}:{port} inside the guest and no firewall rule blocks "
         f"it, yet the host could not connect: {last_error}"
@@ -257,6 +294,8 @@ print(json.dumps({
     "firewalld_ports": run("firewall-cmd", "--list-ports") if fw else None,
     "nft_ruleset": run("nft", "list", "ruleset"),
     "iptables_rules": run("iptables-save"),
+    "ipv4_addresses": run("ip", "-4", "-o", "addr"),
+    "links": run("ip", "-o", "link"),
     "log_path": log_path,
     "log_tail": log_tail,
 }))
@@ -293,8 +332,10 @@ async def guest_facts(
         "firewalld_ports",
         "nft_ruleset",
         "iptables_rules",
+        "ipv4_addresses",
+        "links",
     ):
-        setattr(facts, key, found[key])
+        setattr(facts, key, found.get(key))
     facts.log_path = str(found["log_path"]) or facts.log_path
     facts.log_tail = [str(line) for line in found["log_tail"]]
 

@@ -133,6 +133,35 @@ def test_listening_and_no_firewall_reports_the_connect_error() -> None:
     )
 
 
+IP_ADDR_NONE = "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever\n"
+IP_LINK_DOWN = (
+    "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN mode DEFAULT\n"
+    "2: enp0s2: <BROADCAST,MULTICAST> mtu 1500 qdisc noop state DOWN mode DEFAULT\n"
+)
+IP_ADDR_DHCP = IP_ADDR_NONE + (
+    "2: enp0s2    inet 10.0.2.15/24 brd 10.0.2.255 scope global dynamic enp0s2\n"
+)
+
+
+def test_a_guest_without_an_address_is_named_with_its_links_and_the_serial_hint() -> None:
+    """A disk installed for another NIC name leaves QEMU's NIC down (issue 11)."""
+    facts = running(ipv4_addresses=IP_ADDR_NONE, links=IP_LINK_DOWN)
+    assert decide(facts) == (
+        "the agent listens on 0.0.0.0:18765 but the guest has no IPv4 address outside "
+        "loopback (links: enp0s2 DOWN), so QEMU's user network cannot reach it: its network "
+        "configuration does not bring up this NIC (it sits in PCI slot 2, enp0s2); "
+        "--adare-transport=serial needs no network"
+    )
+
+
+def test_a_guest_with_an_address_reports_it_beside_the_connect_error() -> None:
+    facts = running(ipv4_addresses=IP_ADDR_DHCP, links=IP_LINK_DOWN)
+    assert decide(facts).endswith(
+        "no close frame received or sent (guest addresses: enp0s2 10.0.2.15/24; "
+        "--adare-transport=serial needs no network)"
+    )
+
+
 def test_running_but_not_listening_uses_the_serial_health_error() -> None:
     facts = running(
         proc_net_tcp=HEADER + SSH,
