@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from pytest_adare.errors import ImageError
 from pytest_adare.image.cache import cached_builtin_image
+from pytest_adare.image.convert import SNAPSHOT_BLOCKING_FORMATS, qcow2_copy
 from pytest_adare.image.manifest import (
     BUILTIN_IMAGES,
     DISK_FORMATS,
@@ -86,6 +88,15 @@ def bare_disk_manifest(path: Path) -> ImageManifest:
     )
 
 
+def snapshot_ready(manifest: ImageManifest, progress: Progress | None = None) -> ImageManifest:
+    """``manifest`` with a disk QEMU can snapshot over: a vmdk/vdi/vhdx/vpc disk is
+    replaced by its cached qcow2 copy (``image.convert``)."""
+    if manifest.format not in SNAPSHOT_BLOCKING_FORMATS:
+        return manifest
+    copy = qcow2_copy(manifest.disk, manifest.format, progress)
+    return replace(manifest, disk=copy, format="qcow2")
+
+
 def resolve_image(spec: str | Path, progress: Progress | None = None) -> ImageManifest:
     """Turn what the user wrote (``--adare-vm``) into a manifest.
 
@@ -104,11 +115,10 @@ def resolve_image(spec: str | Path, progress: Progress | None = None) -> ImageMa
         manifest = path / MANIFEST_NAME
         if not manifest.is_file():
             raise ImageError(f"{path} is a directory without {MANIFEST_NAME}")
-        return load_manifest(manifest)
+        return snapshot_ready(load_manifest(manifest), progress)
     if path.is_file():
-        if path.suffix == ".json":
-            return load_manifest(path)
-        return bare_disk_manifest(path)
+        found = load_manifest(path) if path.suffix == ".json" else bare_disk_manifest(path)
+        return snapshot_ready(found, progress)
     raise ImageError(
         f"no image at {text!r}: give a manifest ({MANIFEST_NAME}), its directory, a disk "
         f"({', '.join(DISK_FORMATS)}), or a built-in name ({', '.join(BUILTIN_IMAGES)})"

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_adare.errors import ImageError
 from pytest_adare.image.partition_table import HEAD_BYTES, firmware_for, read_partition_table
-from pytest_adare.image.resolve import bare_disk_manifest, disk_head
+from pytest_adare.image.resolve import bare_disk_manifest, disk_head, resolve_image
 from pytest_adare.qemu.firmware import BootWatch, find_ovmf
 
 ESP = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"
@@ -157,3 +157,23 @@ def test_a_blinking_cursor_is_no_progress() -> None:
         screen = b"cursor on" if second % 2 else b"cursor off"
         assert watch.verdict(console="", firmware_log="", screen=screen, now=second) is None
     assert watch.verdict(console="", firmware_log="", screen=b"cursor on", now=31.5) is not None
+
+
+def test_a_vmdk_is_converted_once_to_a_qcow2_that_holds_the_same_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """QEMU's vmdk driver blocks savevm: the disk QEMU backs its overlay with is a copy."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    disk = _disk(tmp_path, UEFI_ONLY, name="disk.vmdk", fmt="vmdk")
+    lines: list[str] = []
+    manifest = resolve_image(disk, progress=lines.append)
+    assert (manifest.format, manifest.firmware) == ("qcow2", "uefi")
+    assert manifest.disk.parent == tmp_path / "cache" / "pytest-adare" / "converted"
+    compare = ["qemu-img", "compare", "-f", "vmdk", "-F", "qcow2", str(disk), str(manifest.disk)]
+    assert subprocess.run(compare, capture_output=True, check=False).returncode == 0
+    assert lines == [
+        "converting disk.vmdk (vmdk) to qcow2 once: QEMU's vmdk driver blocks the snapshots "
+        "that isolate tests"
+    ]
+    again = resolve_image(disk, progress=lines.append)
+    assert again.disk == manifest.disk and len(lines) == 1
