@@ -25,8 +25,9 @@ from pytest_adare.errors import AdareError, AgentUnreachable
 Channel = Literal["qga", "cloud-init"]
 
 LOGIN_PROMPT = re.compile(r"login: *$", re.MULTILINE)
-QGA_GRACE = 20.0
-"""Seconds QGA gets after the login prompt (it starts before getty on a normal boot)."""
+QGA_GRACE = 40.0
+"""Seconds QGA gets after the login prompt (it starts before getty on a normal boot;
+the margin is for a host so loaded that the two swap places)."""
 CLOUD_INIT_GRACE = 45.0
 """Seconds the agent gets to listen after cloud-init said it finished."""
 _POLL = 1.0
