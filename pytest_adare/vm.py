@@ -359,6 +359,10 @@ class VM:
                 incoming=True,
             )
             self.machine.start()
+            boot_lines = saved.meta.get("console_tail", "")
+            self.machine.seed_console(
+                f"{boot_lines}\n[adare: warm start; the lines above are the saved boot's]\n"
+            )
             self._run(self._awarm_ready(saved, t))
         except (AdareError, OSError) as error:
             first = str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -413,7 +417,14 @@ class VM:
         await self._adisconnect()
         try:
             await save_machine_state(
-                self.machine, key, files, {"agent_token": self.token, "fw_cfg": names}
+                self.machine,
+                key,
+                files,
+                {
+                    "agent_token": self.token,
+                    "fw_cfg": names,
+                    "console_tail": "\n".join(self.machine.console_tail(200)),
+                },
             )
         finally:
             await self.machine.aqmp("cont")

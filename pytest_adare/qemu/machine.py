@@ -609,6 +609,16 @@ class Machine:
         """The last ``n`` lines of the guest console."""
         return self._console.tail(n) if self._console is not None else []
 
+    def seed_console(self, text: str) -> None:
+        """Feed ``text`` to the console capture as if the guest had printed it (a warm
+        start's saved boot lines, so failure reports still show how the guest booted)."""
+
+        async def seed(data: bytes) -> None:  # the capture lives on the loop thread
+            if self._console is not None:
+                self._console.data_received(data)
+
+        self._run(seed(text.encode()))
+
     def console_mark(self) -> int:
         """Position in the console; pass as ``since`` to wait only for later output."""
         return self._console.mark() if self._console is not None else 0
