@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -86,8 +87,12 @@ def load_pyautogui() -> types.ModuleType:
     # our guests); the agent needs none of it, so it is blocked before the import.
     sys.modules.setdefault("mouseinfo", None)  # type: ignore[arg-type]
     try:
-        # Deferred: optional, heavy, and needs a display; only GUI tools load it.
-        import pyautogui
+        # pyscreeze's import starts `which` twice and drops the first process with its
+        # pipes open: that ResourceWarning is theirs, not ours (the second is closed below).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            # Deferred: optional, heavy, and needs a display; only GUI tools load it.
+            import pyautogui
     except ImportError as exc:
         raise GuiUnavailable(
             f"pyautogui is not installed in the guest ({exc}); build the agent bundle with "
@@ -98,12 +103,22 @@ def load_pyautogui() -> types.ModuleType:
             f"pyautogui cannot open display {os.environ.get('DISPLAY')!r}: "
             f"{type(exc).__name__}: {exc}"
         ) from None
+    _close_which_pipes(sys.modules.get("pyscreeze"))
     pyautogui.FAILSAFE = False
     pyautogui.PAUSE = PYAUTOGUI_PAUSE
     if sys.platform.startswith("linux"):
         _align_x11_shift_levels()
     module: types.ModuleType = pyautogui
     return module
+
+
+def _close_which_pipes(pyscreeze: types.ModuleType | None) -> None:
+    """pyscreeze runs ``which scrot`` at import and leaves the pipes of that process
+    open (a ResourceWarning at exit); they are read by nobody, so close them."""
+    process = getattr(pyscreeze, "whichProc", None)
+    for pipe in (getattr(process, "stdout", None), getattr(process, "stderr", None)):
+        if pipe is not None:
+            pipe.close()
 
 
 def _align_x11_shift_levels() -> None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -297,3 +298,15 @@ async def client_of() -> AsyncIterator[Callable[[AdareVMServer], Awaitable[Stric
     yield open_client
     for client in clients:
         await client.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_pyautogui_display() -> Iterator[None]:
+    """pyautogui opens an X display at import and never closes it (a ResourceWarning at
+    exit): close it once the session's GUI tool tests are done."""
+    yield
+    x11 = sys.modules.get("pyautogui._pyautogui_x11")
+    connection = getattr(getattr(x11, "_display", None), "display", None)
+    sock = getattr(connection, "socket", None)
+    if sock is not None:  # the X server may be gone already: just let go of the socket
+        sock.close()
