@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import hashlib
+import logging
 import os
 import re
 import shutil
