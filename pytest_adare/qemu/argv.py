@@ -146,7 +146,11 @@ def _boot_args(config: MachineConfig) -> list[str]:
             f"if=pflash,unit=0,format=raw,readonly=on,file={_opt_value(config.uefi_code)}",
             "-drive",
             f"if=pflash,unit=1,format=qcow2,file={_opt_value(config.uefi_vars)}",
-        ]
+            # OVMF's own network boot (its virtio-net driver, no option ROM) would
+            # follow a failed disk boot for minutes: off.
+            "-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
+            "-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n",
+        ]  # fmt: skip
     if config.seed is not None:
         args += [
             "-drive",
@@ -170,7 +174,8 @@ def _boot_args(config: MachineConfig) -> list[str]:
             f"file={_opt_value(config.disk)},format={config.disk_format},if=none,id=disk0,"
             "cache=unsafe",
             "-device",
-            "virtio-blk-pci,drive=disk0",
+            # A firmware boot tries the disk first, whatever else is attached (the seed).
+            "virtio-blk-pci,drive=disk0" + (",bootindex=1" if config.kernel is None else ""),
         ]
     return args
 

@@ -112,9 +112,12 @@ def test_uefi_boots_ovmf_code_read_only_and_a_qcow2_copy_of_the_variables() -> N
         BASE, kernel=None, initrd=None, append=None,
         uefi_code=Path("/usr/share/OVMF/OVMF_CODE_4M.fd"), uefi_vars=Path("/w/uefi-vars.qcow2"),
     )  # fmt: skip
-    drives = values(build_qemu_argv(config), "-drive")
+    argv = build_qemu_argv(config)
+    drives = values(argv, "-drive")
     assert "if=pflash,unit=0,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd" in drives
     assert "if=pflash,unit=1,format=qcow2,file=/w/uefi-vars.qcow2" in drives
+    assert "name=opt/org.tianocore/IPv4PXESupport,string=n" in values(argv, "-fw_cfg")
+    assert "virtio-blk-pci,drive=disk0,bootindex=1" in values(argv, "-device")
     assert not any("pflash" in drive for drive in values(build_qemu_argv(BASE), "-drive"))
 
 
