@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PORT = 18765
+VIRTIO_PORT_NAME = "org.adare.agent.0"
+"""The virtio-serial port of the agent's serial link (``/dev/virtio-ports/<name>``)."""
 DEFAULT_HOST = "0.0.0.0"
 LOOPBACK_HOST = "127.0.0.1"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
