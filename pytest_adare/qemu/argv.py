@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from adare_guest.config import DEFAULT_PORT
+from adare_guest.config import DEFAULT_PORT, VIRTIO_PORT_NAME
 
 AGENT_GUEST_PORT = DEFAULT_PORT
 QGA_PORT_NAME = "org.qemu.guest_agent.0"
@@ -57,6 +57,10 @@ class MachineConfig:
 
     qmp_path: Path
     agent_serial_path: Path
+    agent_link: Literal["uart", "virtio"] = "uart"
+    """What carries the agent's serial link (``agent_serial_path``): the 16550 UART
+    ``ttyS1`` (any guest; ~250 KiB/s under TCG) or the virtio-serial port
+    ``VIRTIO_PORT_NAME`` (needs virtio drivers; megabytes per second)."""
     qmp_listen: bool = False
     """False: QEMU connects to the host's QMP server at ``qmp_path`` (the test run);
     True: QEMU listens there itself (a machine booted by hand from a kept disk)."""
@@ -186,18 +190,22 @@ def _serial_args(config: MachineConfig) -> list[str]:
         "-serial", "chardev:console",
         "-chardev",
         f"socket,id=agentser,path={_opt_value(config.agent_serial_path)},server=on,wait=off",
-        "-serial", "chardev:agentser",
+        *(["-serial", "chardev:agentser"] if config.agent_link == "uart" else []),
     ]  # fmt: skip
 
 
 def _qga_args(config: MachineConfig) -> list[str]:
-    if config.qga_path is None:
-        return []
-    return [
-        "-device", "virtio-serial-pci,id=vser0",
-        "-chardev", f"socket,id=qga,path={_opt_value(config.qga_path)},server=on,wait=off",
-        "-device", f"virtserialport,bus=vser0.0,chardev=qga,name={QGA_PORT_NAME}",
-    ]  # fmt: skip
+    """The virtio-serial controller with its ports: QGA's, and the agent's link when
+    ``agent_link`` is ``virtio``."""
+    args: list[str] = []
+    if config.qga_path is not None:
+        args += [
+            "-chardev", f"socket,id=qga,path={_opt_value(config.qga_path)},server=on,wait=off",
+            "-device", f"virtserialport,bus=vser0.0,chardev=qga,name={QGA_PORT_NAME}",
+        ]  # fmt: skip
+    if config.agent_link == "virtio":
+        args += ["-device", f"virtserialport,bus=vser0.0,chardev=agentser,name={VIRTIO_PORT_NAME}"]
+    return ["-device", "virtio-serial-pci,id=vser0", *args] if args else []
 
 
 def _qmp_args(config: MachineConfig) -> list[str]:
