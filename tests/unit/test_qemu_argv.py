@@ -79,6 +79,17 @@ def test_qga_is_a_virtio_serial_port_named_for_qemu_ga() -> None:
     assert not any("guest_agent" in arg for arg in no_qga)
 
 
+def test_the_agent_link_can_be_a_virtio_serial_port_instead_of_the_uart() -> None:
+    virtio = replace(BASE, agent_link="virtio")
+    for config in (virtio, replace(virtio, qga_path=None)):
+        argv = build_qemu_argv(config)
+        assert values(argv, "-serial") == ["chardev:console"]  # no ttyS1
+        devices = values(argv, "-device")
+        assert "virtserialport,bus=vser0.0,chardev=agentser,name=org.adare.agent.0" in devices
+        assert devices.count("virtio-serial-pci,id=vser0") == 1
+    assert "org.adare.agent.0" not in " ".join(build_qemu_argv(BASE))
+
+
 def test_qemu_connects_to_the_hosts_qmp_socket() -> None:
     argv = build_qemu_argv(BASE)
     assert "socket,id=qmp,path=/run/vm/qmp.sock,server=off" in values(argv, "-chardev")
