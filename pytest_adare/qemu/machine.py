@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from PIL import Image
 from qemu.qmp import EventListener, ExecuteError, QMPClient, QMPError
@@ -134,6 +134,7 @@ class Machine:
         incoming: bool = False,
         firmware: str = "bios",
         seed: Path | None = None,
+        agent_link: Literal["uart", "virtio"] = "uart",
         boot_silence_seconds: float = BOOT_SILENCE_SECONDS,
         kvm_firmware_probe_seconds: float = _KVM_FIRMWARE_PROBE_SECONDS,
     ) -> None:
@@ -156,6 +157,8 @@ class Machine:
         """``bios`` or ``uefi``: what boots the disk (a direct-boot kernel: SeaBIOS)."""
         self._boot_silence_seconds = boot_silence_seconds
         self.seed = seed
+        self.agent_link: Literal["uart", "virtio"] = agent_link
+        """What carries the agent's serial link at :attr:`agent_serial_path`."""
         """The cloud-init seed attached as a CD-ROM, or None."""
         self._kvm_firmware_probe_seconds = kvm_firmware_probe_seconds
         self.uefi_vars_path = self.workdir / "uefi-vars.qcow2"
@@ -303,6 +306,7 @@ class Machine:
             uefi_vars=self.uefi_vars_path if self.firmware == "uefi" else None,
             firmware_log=self.firmware_log_path if self.manifest.kernel is None else None,
             seed=self.seed,
+            agent_link=self.agent_link,
             kernel=_optional_path(self.manifest.kernel),
             initrd=_optional_path(self.manifest.initrd),
             append=_with_panic_exit(self.manifest.append) if self.manifest.kernel else None,
