@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, S
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from PIL import Image
 
@@ -110,6 +110,7 @@ class MachineFactory(Protocol):
         name: str,
         rtc_base: str | None = None,
         incoming: bool = False,
+        agent_link: Literal["uart", "virtio"] = "uart",
         firmware: str = "bios",
         seed: Path | None = None,
     ) -> Machine: ...
@@ -178,6 +179,12 @@ class VM:
         self.layout = GuestLayout.for_manifest(manifest)
         self.agent_config = agent_config(self.layout, self.token, config_overrides)
         self._custom_config = bool(config_overrides)
+        # The agent's serial link rides a virtio-serial port when the image's agent
+        # serves one (megabytes per second), else the UART ttyS1 (~250 KiB/s under TCG).
+        serial_device = self.layout.serial_device or ""
+        self._agent_link: Literal["uart", "virtio"] = (
+            "virtio" if serial_device.startswith("/dev/virtio-ports/") else "uart"
+        )
         self.handoff = self.options.install == "auto" and uses_boot_handoff(manifest)
         if self.options.hypervisor is not None and machine_factory is Machine:
             # The libvirt backend: the same phases, the guest a domain on that hypervisor.
@@ -304,10 +311,11 @@ class VM:
             firmware=self.firmware,
             seed=seed,
             rtc_base=self.options.rtc_base,
+            agent_link=self._agent_link,
         )
         self.machine.start()
         accel = self.machine.accel_reason or f"accel {self.machine.accel}"
-        self._phase("qemu", t, f"{accel}; {self.firmware_reason}")
+        self._phase("qemu", t, f"{accel}; {self.firmware_reason}; {self._link_line()}")
         self._run(self._aready(hand_off))
         if warm.key is not None:
             self._save_warm(warm.key, booted.initrd, entries)
@@ -321,6 +329,12 @@ class VM:
     # saving VM's token. So the host connects once with that token, installs its own
     # (``rekey``) and sets the guest clock from the host's (hours may have passed). Any
     # failure discards that state and boots cold, which saves a new one.
+
+    def _link_line(self) -> str:
+        if not self.layout.serial_device:
+            return "no agent serial link"
+        carrier = "virtio-serial" if self._agent_link == "virtio" else "the UART"
+        return f"agent serial link on {carrier} ({self.layout.serial_device})"
 
     def _warm_plan(self) -> WarmPlan:
         assert self._bundle is not None
@@ -357,6 +371,7 @@ class VM:
                 fw_cfg=fw_cfg,
                 name=self.name,
                 incoming=True,
+                agent_link=self._agent_link,
             )
             self.machine.start()
             boot_lines = saved.meta.get("console_tail", "")
