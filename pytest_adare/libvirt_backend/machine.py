@@ -103,6 +103,7 @@ class LibvirtMachine:
         firmware: str = "bios",
         seed: Path | None = None,
         agent_serial_device: str | None = None,
+        agent_link: str = "uart",  # the domain XML follows agent_serial_device itself
     ) -> None:
         unsupported = [
             what
