@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from adare_guest.config import VIRTIO_PORT_NAME
 from pytest_adare.errors import ImageError
 from pytest_adare.image.agent_bundle import build_agent_bundle
 from pytest_adare.image.initrd import build_initrd
@@ -32,7 +33,9 @@ from pytest_adare.image.rootfs import (
     take_kernel,
 )
 
-SERIAL_DEVICE = "/dev/ttyS1"
+SERIAL_DEVICE = f"/dev/virtio-ports/{VIRTIO_PORT_NAME}"
+"""The agent's serial link in the built-in images: a virtio-serial port (the host also
+speaks it over the UART ttyS1 for images whose manifest says so)."""
 # (command, apt package) the build needs on the host.
 HOST_TOOLS = (("mmdebstrap", "mmdebstrap"), ("mkfs.ext4", "e2fsprogs"), ("qemu-img", "qemu-utils"))
 _MIN_FREE_MIB = 256
