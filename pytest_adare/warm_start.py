@@ -65,8 +65,6 @@ def cold_only_reason(image: WarmImage, options: VMOptions, custom_config: bool) 
         return "warm start off (warm='off')"
     if options.hypervisor is not None:
         return "a libvirt hypervisor (warm start needs a QEMU started here)"
-    if options.hypervisor is not None:
-        return "a libvirt hypervisor (saved states are files of a QEMU started here)"
     if image.kernel is None:
         return "a firmware-booted disk (warm start needs a direct-boot kernel)"
     if options.clock is not None:
