@@ -7,7 +7,10 @@ what to do.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -48,6 +51,46 @@ def _ignore_error(context: object, error: object) -> None:
     """libvirt prints every error to stderr unless a handler is set; ours are raised."""
 
 
+_event_loop_lock = threading.Lock()
+_event_loop: threading.Thread | None = None
+
+
+def ensure_event_loop() -> None:
+    """libvirt's default event loop, run by one daemon thread (started once, before the
+    first connection: streams, keepalives and callbacks need it)."""
+    global _event_loop
+    libvirt = libvirt_module()
+    with _event_loop_lock:
+        if _event_loop is not None:
+            return
+        libvirt.virEventRegisterDefaultImpl()
+        _event_loop = threading.Thread(target=_run_events, name="libvirt events", daemon=True)
+        _event_loop.start()
+
+
+def _run_events() -> None:
+    libvirt = libvirt_module()
+    while True:
+        libvirt.virEventRunDefaultImpl()
+
+
+def on_event_thread(function: Callable[[], None]) -> None:
+    """Run ``function`` soon on libvirt's event thread (a one-shot zero timer)."""
+    libvirt = libvirt_module()
+    ensure_event_loop()
+
+    def fire(timer: int, opaque: object) -> None:
+        libvirt.virEventRemoveTimeout(timer)
+        function()
+
+    libvirt.virEventAddTimeout(0, fire, None)
+
+
+KEEPALIVE_INTERVAL = 5
+KEEPALIVE_COUNT = 6
+"""A hypervisor silent for 5 s x 6 probes counts as gone (its connection is closed)."""
+
+
 def libvirt_qemu_module() -> Any:
     """``libvirt_qemu`` (QMP/HMP passthrough), from the same package."""
     libvirt_module()
@@ -63,10 +106,15 @@ def open_connection(uri: str) -> Any:
     :raise VMLaunchError: the hypervisor cannot be reached (one line: the URI and why).
     """
     libvirt = libvirt_module()
+    ensure_event_loop()
     try:
-        return libvirt.open(uri)
+        conn = libvirt.open(uri)
     except libvirt.libvirtError as exc:
         raise HypervisorError(f"cannot reach the hypervisor {uri}: {error_text(exc)}") from None
+    if not is_local(uri):
+        with contextlib.suppress(libvirt.libvirtError):
+            conn.setKeepAlive(KEEPALIVE_INTERVAL, KEEPALIVE_COUNT)
+    return conn
 
 
 def error_text(exc: BaseException) -> str:

@@ -7,10 +7,11 @@ The fixed wiring (what the guest sees is what the QEMU backend gives it)::
 
     ttyS0   serial0   the console (the host reads it as a libvirt console stream)
     ttyS1   serial1   the agent's serial link when the image's agent serves /dev/ttyS1
-    virtio  channel0  org.qemu.guest_agent.0 (QGA; a pty channel, so libvirt leaves it
-                      to us and virDomainOpenChannel opens it)
+    virtio  channel0  org.qemu.guest_agent.0 (QGA: libvirt connects to it itself and
+                      runs our commands with virDomainQemuAgentCommand)
     virtio  channel1  the agent's link when the image's agent serves
-                      /dev/virtio-ports/<name>
+                      /dev/virtio-ports/<name> (a unix channel: virDomainOpenChannel
+                      opens only those)
     vda     the per-VM qcow2 overlay volume over the image's base volume
     vga + usb tablet  the screen (virDomainScreenshot) and absolute pointer
 
@@ -174,12 +175,13 @@ def _devices_xml(config: DomainConfig) -> list[str]:
         lines.append("    <serial type='pty'><target port='1'/></serial>")
     lines += [
         "    <console type='pty'><target type='serial' port='0'/></console>",
-        f"    <channel type='pty'><target type='virtio' name='{QGA_CHANNEL}'/></channel>",
+        f"    <channel type='unix'><source mode='bind'/>"
+        f"<target type='virtio' name='{QGA_CHANNEL}'/></channel>",
     ]
     if config.agent is not None and config.agent.kind == "channel":
         lines.append(
-            f"    <channel type='pty'><target type='virtio' name='{config.agent.name}'/>"
-            "</channel>"
+            "    <channel type='unix'><source mode='bind'/>"
+            f"<target type='virtio' name='{config.agent.name}'/></channel>"
         )
     if config.network:
         lines.append("    <interface type='user'><model type='virtio'/></interface>")

@@ -5,13 +5,17 @@ The agent's serial link and QGA are spoken by clients that connect to a Unix soc
 :class:`~pytest_adare.qemu.qga.AsyncQGAClient`). :class:`StreamBridge` listens on such
 a socket and, for each connection, opens a fresh libvirt stream to the guest device
 (``virDomainOpenConsole`` / ``virDomainOpenChannel`` with FORCE, so an old stream is
-dropped) and moves bytes both ways in two threads. The stream goes through the libvirt
-connection, so it works the same to a daemon on another host (``qemu+ssh://``).
+dropped) and moves bytes both ways. The stream goes through the libvirt connection, so
+it works the same to a daemon on another host (``qemu+ssh://``).
 
 :class:`StreamPump` reads one stream (the console) and hands each chunk to a callback.
 
-Bounded: a bridge holds one connection at a time (a new one replaces it); reads are
-64 KiB at a time; nothing is buffered beyond what the socket itself holds.
+All stream I/O runs on libvirt's event loop thread
+(:func:`~.connection.on_event_thread`), non-blocking, as ``virsh console`` does it: a
+stream is never used by two threads at once (blocking streams read in one thread while
+another aborted them hung libvirtd here). Bounded: a bridge holds one connection at a
+time (a new one replaces it), reads 64 KiB at a time, and stops reading its socket while
+more than :data:`MAX_PENDING` bytes wait for the stream.
 """
 
 from __future__ import annotations
@@ -24,65 +28,126 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_adare.libvirt_backend.connection import libvirt_module
+from pytest_adare.libvirt_backend.connection import libvirt_module, on_event_thread
 
 READ_SIZE = 65536
+MAX_PENDING = 1 << 20
+SOCKET_SEND_TIMEOUT = 10.0
+"""Bound on handing the guest's bytes to the local client (it reads all the time)."""
+CLOSE_TIMEOUT = 5.0
 StreamOpener = Callable[[], Any]
-"""Opens a new (blocking) ``virStream`` to the guest device."""
+"""Opens a new non-blocking ``virStream`` to the guest device."""
 
 
-def _abort(stream: Any) -> None:
-    with contextlib.suppress(Exception):
-        stream.abort()
+def _stream_events(*, writable: bool) -> int:
+    libvirt = libvirt_module()
+    events: int = (
+        libvirt.VIR_STREAM_EVENT_READABLE
+        | libvirt.VIR_STREAM_EVENT_ERROR
+        | libvirt.VIR_STREAM_EVENT_HANGUP
+    )
+    return events | (libvirt.VIR_STREAM_EVENT_WRITABLE if writable else 0)
+
+
+class _Writer:
+    """Bytes waiting for a non-blocking stream (only touched on the event thread)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.pending = bytearray()
+
+    def flush(self) -> None:
+        """Send what the stream takes now; ask for WRITABLE events while bytes remain."""
+        while self.pending:
+            sent = self.stream.send(bytes(self.pending[:READ_SIZE]))
+            if sent == -2:
+                break
+            if sent <= 0:
+                raise OSError(f"the libvirt stream refused data (send returned {sent})")
+            del self.pending[:sent]
+        self.stream.eventUpdateCallback(_stream_events(writable=bool(self.pending)))
 
 
 class StreamPump:
-    """A thread reading ``stream`` until it ends; chunks go to ``on_data``, the end
-    (EOF or error, with its text) to ``on_end``."""
+    """Reads a non-blocking ``stream`` until it ends: chunks go to ``on_data``, the end
+    (EOF, error or hang-up, with a reason) to ``on_end``; :meth:`send` writes to it."""
 
     def __init__(
         self,
         stream: Any,
         on_data: Callable[[bytes], None],
         on_end: Callable[[str], None],
-        name: str,
     ) -> None:
-        self.stream = stream
+        self._writer = _Writer(stream)
         self._on_data = on_data
         self._on_end = on_end
-        self._stopping = False
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._ended = False
 
     def start(self) -> None:
-        self._thread.start()
+        on_event_thread(self._register)
 
-    def _run(self) -> None:
+    def _register(self) -> None:
+        self._writer.stream.eventAddCallback(_stream_events(writable=False), self._event, None)
+
+    def _event(self, stream: Any, events: int, opaque: object) -> None:
         libvirt = libvirt_module()
-        why = "end of stream"
         try:
-            while True:
-                data = self.stream.recv(READ_SIZE)
-                if not isinstance(data, bytes) or not data:
-                    break
-                self._on_data(data)
-        except libvirt.libvirtError as exc:
-            why = str(exc)
-        if not self._stopping:
+            if events & libvirt.VIR_STREAM_EVENT_WRITABLE:
+                self._writer.flush()
+            if events & libvirt.VIR_STREAM_EVENT_READABLE:
+                data = stream.recv(READ_SIZE)
+                if isinstance(data, bytes):
+                    if not data:
+                        self._end("end of stream")
+                        return
+                    self._on_data(data)
+            if events & (libvirt.VIR_STREAM_EVENT_ERROR | libvirt.VIR_STREAM_EVENT_HANGUP):
+                self._end("the stream failed or hung up")
+        except Exception as exc:  # on libvirt's event thread: nobody else would see it
+            self._end(f"{type(exc).__name__}: {exc}")
+
+    def _end(self, why: str, notify: bool = True) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        with contextlib.suppress(Exception):
+            self._writer.stream.eventRemoveCallback()
+        with contextlib.suppress(Exception):
+            self._writer.stream.abort()
+        if notify:
             self._on_end(why)
 
     def send(self, data: bytes) -> None:
-        """Write to the stream (the console's input)."""
-        view = memoryview(data)
-        while view:
-            sent = self.stream.send(bytes(view[:READ_SIZE]))
-            if sent <= 0:
-                return
-            view = view[sent:]
+        """Queue ``data`` for the stream (the console's input)."""
+
+        def queue() -> None:
+            if not self._ended:
+                self._writer.pending += data
+                with contextlib.suppress(Exception):
+                    self._writer.flush()
+
+        on_event_thread(queue)
 
     def stop(self) -> None:
-        self._stopping = True
-        _abort(self.stream)
-        self._thread.join(5.0)
+        """End the stream without calling ``on_end`` (waits for the event thread)."""
+        done = threading.Event()
+
+        def stop() -> None:
+            self._end("stopped", notify=False)
+            done.set()
+
+        on_event_thread(stop)
+        done.wait(CLOSE_TIMEOUT)
+
+
+class _Link:
+    """One client connection joined to one stream (only touched on the event thread)."""
+
+    def __init__(self, client: socket.socket, stream: Any) -> None:
+        self.client = client
+        self.writer = _Writer(stream)
+        self.watch: int | None = None
+        self.closed = False
 
 
 class StreamBridge:
@@ -95,11 +160,11 @@ class StreamBridge:
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(os.fspath(path))
         self._listener.listen(4)
-        self._lock = threading.Lock()
-        self._current: tuple[socket.socket, Any] | None = None
+        self._current: _Link | None = None
         self._closed = False
-        self._thread = threading.Thread(target=self._accept_loop, name=f"bridge {what}",
-                                        daemon=True)  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._accept_loop, name=f"libvirt bridge {what}", daemon=True
+        )
 
     def start(self) -> StreamBridge:
         self._thread.start()
@@ -108,62 +173,88 @@ class StreamBridge:
     def _accept_loop(self) -> None:
         while not self._closed:
             try:
-                conn, _ = self._listener.accept()
+                client, _ = self._listener.accept()
             except OSError:
                 return
             try:
                 stream = self._opener()
             except Exception:  # the device is not there (yet): the client sees a close
-                conn.close()
+                client.close()
                 continue
-            with self._lock:
-                self._drop_current()
-                self._current = (conn, stream)
-            threading.Thread(target=self._to_socket, args=(conn, stream), daemon=True,
-                             name=f"bridge {self.what} out").start()  # fmt: skip
-            threading.Thread(target=self._to_stream, args=(conn, stream), daemon=True,
-                             name=f"bridge {self.what} in").start()  # fmt: skip
+            client.settimeout(SOCKET_SEND_TIMEOUT)
+            link = _Link(client, stream)
+            on_event_thread(lambda link=link: self._attach(link))  # type: ignore[misc]
 
-    def _to_socket(self, conn: socket.socket, stream: Any) -> None:
-        with contextlib.suppress(Exception):
-            while True:
-                data = stream.recv(READ_SIZE)
-                if not isinstance(data, bytes) or not data:
-                    break
-                conn.sendall(data)
-        self._end(conn, stream)
-
-    def _to_stream(self, conn: socket.socket, stream: Any) -> None:
-        with contextlib.suppress(Exception):
-            while True:
-                data = conn.recv(READ_SIZE)
-                if not data:
-                    break
-                view = memoryview(data)
-                while view:
-                    sent = stream.send(bytes(view))
-                    if sent <= 0:
-                        raise OSError(f"stream send returned {sent}")
-                    view = view[sent:]
-        self._end(conn, stream)
-
-    def _end(self, conn: socket.socket, stream: Any) -> None:
-        with self._lock:
-            if self._current == (conn, stream):
-                self._current = None
-        with contextlib.suppress(OSError):
-            conn.shutdown(socket.SHUT_RDWR)
-        conn.close()
-        _abort(stream)
-
-    def _drop_current(self) -> None:
+    def _attach(self, link: _Link) -> None:
+        libvirt = libvirt_module()
         if self._current is not None:
-            conn, stream = self._current
+            self._drop(self._current)
+        if self._closed:
+            self._drop(link)
+            return
+        self._current = link
+        try:
+            link.writer.stream.eventAddCallback(
+                _stream_events(writable=False), self._stream_event, link
+            )
+            link.watch = libvirt.virEventAddHandle(
+                link.client.fileno(), libvirt.VIR_EVENT_HANDLE_READABLE, self._client_event, link
+            )
+        except Exception:
+            self._drop(link)
+
+    def _stream_event(self, stream: Any, events: int, link: _Link) -> None:
+        libvirt = libvirt_module()
+        try:
+            if events & libvirt.VIR_STREAM_EVENT_WRITABLE:
+                link.writer.flush()
+                self._resume_client(link)
+            if events & libvirt.VIR_STREAM_EVENT_READABLE:
+                data = stream.recv(READ_SIZE)
+                if isinstance(data, bytes):
+                    if not data:
+                        raise EOFError("end of stream")
+                    link.client.sendall(data)
+            if events & (libvirt.VIR_STREAM_EVENT_ERROR | libvirt.VIR_STREAM_EVENT_HANGUP):
+                raise EOFError("the stream failed or hung up")
+        except Exception:  # on libvirt's event thread: the client sees the close
+            self._drop(link)
+
+    def _client_event(self, watch: int, fd: int, events: int, link: _Link) -> None:
+        libvirt = libvirt_module()
+        try:
+            data = link.client.recv(READ_SIZE)
+            if not data:
+                raise EOFError("the client closed")
+            link.writer.pending += data
+            link.writer.flush()
+            if len(link.writer.pending) > MAX_PENDING and link.watch is not None:
+                libvirt.virEventUpdateHandle(link.watch, 0)
+        except Exception:
+            self._drop(link)
+
+    def _resume_client(self, link: _Link) -> None:
+        libvirt = libvirt_module()
+        if link.watch is not None and len(link.writer.pending) <= MAX_PENDING:
+            libvirt.virEventUpdateHandle(link.watch, libvirt.VIR_EVENT_HANDLE_READABLE)
+
+    def _drop(self, link: _Link) -> None:
+        libvirt = libvirt_module()
+        if link.closed:
+            return
+        link.closed = True
+        if self._current is link:
             self._current = None
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-            conn.close()
-            _abort(stream)
+        if link.watch is not None:
+            with contextlib.suppress(Exception):
+                libvirt.virEventRemoveHandle(link.watch)
+        with contextlib.suppress(Exception):
+            link.writer.stream.eventRemoveCallback()
+        with contextlib.suppress(Exception):
+            link.writer.stream.abort()
+        with contextlib.suppress(OSError):
+            link.client.shutdown(socket.SHUT_RDWR)
+        link.client.close()
 
     def close(self) -> None:
         """Stop accepting, end the current connection, remove the socket."""
@@ -171,7 +262,15 @@ class StreamBridge:
         with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
-        with self._lock:
-            self._drop_current()
+        self._thread.join(CLOSE_TIMEOUT)
+        done = threading.Event()
+
+        def drop() -> None:
+            if self._current is not None:
+                self._drop(self._current)
+            done.set()
+
+        on_event_thread(drop)
+        done.wait(CLOSE_TIMEOUT)
         with contextlib.suppress(OSError):
             self.path.unlink()

@@ -4,7 +4,9 @@ domain (TCG) on this machine's libvirt daemon, which the fixture starts when non
 (CI machines are fresh: ``scripts/setup`` installs it, nothing starts it). One inner
 session, one VM: shell, snapshot diff, pull, per-test isolation by internal snapshots,
 a QEMU-side screenshot through ``virDomainScreenshot``, and a failing test's report
-sections; afterwards no domain and no per-VM volume is left on the hypervisor.
+sections; afterwards no domain and no per-VM volume is left on the hypervisor. Before
+it, a run SIGKILLed with its VM up leaves its domain and volumes behind, and the
+reaper of the next run (the newcomer suite's) removes them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -50,6 +53,15 @@ def test_3_screenshot_through_libvirt(guest):
 
 def test_4_fails_with_report_sections(guest):
     assert guest.shell("echo hi").stdout == "bye\\n"
+"""
+
+
+KILLED = """
+import pathlib, time
+
+def test_waits_to_be_killed(guest):
+    pathlib.Path({marker!r}).write_text("up")
+    time.sleep(600)
 """
 
 
@@ -98,16 +110,44 @@ def _ours(listing: str) -> set[str]:
     return {word for word in listing.split() if word.startswith("adare-")}
 
 
-def test_the_newcomer_suite_passes_on_a_libvirt_domain(
+def _killed_run_leaves_a_domain(pytester: pytest.Pytester, test_image: str, uri: str) -> str:
+    """Run pytest until its VM is up, SIGKILL it; the domain it leaves behind."""
+    marker = pytester.path / "vm-is-up"
+    pytester.makepyfile(test_killed=KILLED.format(marker=str(marker)))
+    inner = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_killed.py",
+         f"--adare-vm={test_image}", f"--adare-hypervisor={uri}"],
+        cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + INNER_TIMEOUT
+        while not marker.exists():
+            assert inner.poll() is None, "the run to be killed ended by itself"
+            assert time.monotonic() < deadline, "the run to be killed never got its VM"
+            time.sleep(0.5)
+    finally:
+        inner.kill()
+        inner.wait(30)
+    (pytester.path / "test_killed.py").unlink()
+    left = [name for name in _ours(_virsh("list", "--name").stdout) if f"-{inner.pid}-" in name]
+    assert len(left) == 1, f"the killed run (pid {inner.pid}) should have left its domain"
+    return left[0]
+
+
+def test_the_newcomer_suite_passes_on_a_libvirt_domain_and_reaps_a_killed_runs_leftovers(
     pytester: pytest.Pytester, test_image: str, libvirt_system: str
 ) -> None:
     domains_before = _ours(_virsh("list", "--all", "--name").stdout)
+    leftover = _killed_run_leaves_a_domain(pytester, test_image, libvirt_system)
+    assert leftover in _virsh("vol-list", "adare").stdout, "and its overlay volume"
     pytester.makepyfile(test_scenarios=SCENARIOS)
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-v", f"--adare-vm={test_image}",
         f"--adare-hypervisor={libvirt_system}", timeout=INNER_TIMEOUT,
     )  # fmt: skip
     result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*removed 3 leftover(s) of killed runs*"])
+    assert leftover not in _virsh("vol-list", "adare").stdout
     result.stdout.fnmatch_lines(["*connect: serial*"])
     result.stdout.fnmatch_lines(["*qemu: libvirt qemu:///system; accel: tcg*"])
     result.stdout.fnmatch_lines(
