@@ -19,6 +19,7 @@ worker saving the same state waits, then finds it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -36,6 +37,9 @@ from pytest_adare.qemu.migration import MigratingMachine, save_state
 FORMAT_VERSION = "1"
 """Bumped whenever the layout or the meaning of a saved state changes."""
 STATE_LOCK_TIMEOUT = 600.0
+KEEP_STATES = 8
+"""Saved states kept in the cache; the least recently used beyond that are removed
+(each is about the guest's used RAM plus its disk changes, 100-400 MB)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,11 @@ def find_state(key: str, root: Path | None = None) -> SavedState | None:
     ):
         return None
     saved = SavedState(key, directory, meta)
-    return saved if saved.state.is_file() and saved.disk.is_file() else None
+    if not (saved.state.is_file() and saved.disk.is_file()):
+        return None
+    with contextlib.suppress(OSError):  # last use, for pruning the least recently used
+        os.utime(directory)
+    return saved
 
 
 @contextmanager
@@ -125,9 +133,11 @@ async def save_machine_state(
         # The migration completed, so QEMU flushed the overlay: a plain copy is consistent.
         await asyncio.to_thread(shutil.copyfile, machine.overlay_path, work / "disk.qcow2")
         await asyncio.to_thread(_write_meta, work / "meta.json", meta)
-        return await asyncio.to_thread(_publish, work, base / key, key)
+        saved = await asyncio.to_thread(_publish, work, base / key, key)
     finally:
         await asyncio.to_thread(shutil.rmtree, work, True)
+    await asyncio.to_thread(prune_states, base, KEEP_STATES, saved.key)
+    return saved
 
 
 def _prepare_dir(work: Path, files: Mapping[str, Path]) -> None:
@@ -154,6 +164,22 @@ def _publish(work: Path, target: Path, key: str) -> SavedState:
     if saved is None:
         raise OSError(f"the warm state {target} is incomplete after saving")
     return saved
+
+
+def prune_states(root: Path, keep: int, spare: str) -> list[str]:
+    """Remove all but the ``keep`` most recently used states (never ``spare``); their keys.
+
+    A state another process is loading at that moment fails to load there and that VM
+    boots cold: correct, only slower.
+    """
+    states = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    states.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    removed = []
+    for directory in states[keep:]:
+        if directory.name != spare:
+            shutil.rmtree(directory, ignore_errors=True)
+            removed.append(directory.name)
+    return removed
 
 
 def discard_state(saved: SavedState) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from pytest_adare.errors import MigrationError
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.qemu.accel import AccelChoice
-from pytest_adare.qemu.saved_state import find_state, save_machine_state, state_key
+from pytest_adare.qemu.saved_state import find_state, prune_states, save_machine_state, state_key
 from pytest_adare.vm_options import VMOptions
 from pytest_adare.warm_start import boot_files, saved_boot_inputs, warm_plan
 
@@ -171,3 +172,18 @@ def test_an_incomplete_or_odd_directory_is_not_a_state(tmp_path: Path) -> None:
     assert find_state(key, tmp_path) is not None
     (directory / "state.bin").unlink()
     assert find_state(key, tmp_path) is None
+
+
+def test_only_the_most_recently_used_states_are_kept(tmp_path: Path) -> None:
+    keys = [state_key({"n": str(n)}) for n in range(5)]
+    for age, key in enumerate(keys):
+        directory = tmp_path / key
+        directory.mkdir()
+        for name in ("state.bin", "disk.qcow2"):
+            (directory / name).write_bytes(b"x")
+        (directory / "meta.json").write_text("{}")
+        os.utime(directory, (1000 + age, 1000 + age))  # keys[4] is the newest
+    assert find_state(keys[0], tmp_path) is not None  # a use makes keys[0] the newest
+    removed = prune_states(tmp_path, keep=2, spare=keys[1])
+    assert sorted(removed) == sorted([keys[2], keys[3]])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([keys[0], keys[1], keys[4]])
