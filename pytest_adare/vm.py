@@ -62,7 +62,7 @@ from pytest_adare.forensics.evidence_bundle import BundleFacts, write_bundle
 from pytest_adare.guest import AsyncGuest, Guest, tool_result
 from pytest_adare.image.agent_bundle import AgentBundle, build_agent_bundle
 from pytest_adare.image.manifest import ImageManifest
-from pytest_adare.libvirt_backend.machine import libvirt_machine_factory
+from pytest_adare.libvirt_backend.machine import LibvirtMachine, libvirt_machine_factory
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu.accel import AccelRequest, choose_accel
 from pytest_adare.qemu.capture import DEFAULT_MAX_BYTES as CAPTURE_MAX
@@ -781,6 +781,9 @@ class VM:
         timeout: float = DUMP_TIMEOUT,
     ) -> Path:  # fmt: skip
         """The guest's RAM to ``path`` (paused; resumed after unless ``resume=False``)."""
+        if isinstance(self.machine, LibvirtMachine):  # libvirt dumps on its host, we fetch it
+            fetched = self.machine.adump_memory(path, format, resume=resume, timeout=timeout)
+            return self._run(fetched).path
         dump = dump_guest_memory(self.machine, path, format=format, resume=resume, timeout=timeout)
         return self._run(dump).path
 
