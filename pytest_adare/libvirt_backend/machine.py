@@ -34,6 +34,8 @@ import re
 import socket
 import tempfile
 import threading
+import time
+import xml.etree.ElementTree as ET
 from collections.abc import Awaitable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -72,6 +74,7 @@ from pytest_adare.qemu import input_events
 from pytest_adare.qemu.accel import AccelRequest, choose_accel
 from pytest_adare.qemu.console import ConsoleCapture
 from pytest_adare.qemu.machine import MachineImage
+from pytest_adare.qemu.memory_dump import DUMP_TIMEOUT, DumpFormat, MemoryDump, new_file_target
 
 T = TypeVar("T")
 STATE_POLL = 1.0
@@ -80,6 +83,18 @@ MAX_SCREENSHOT_BYTES = 64 << 20
 """Bound on one screenshot from the hypervisor."""
 TYPE_KEY_INTERVAL = 0.05
 UNSUPPORTED = "not supported on the libvirt backend"
+_FILE_ON_THE_HYPERVISOR = {
+    "dump-guest-memory": "a memory dump to a file (use vm.dump_memory: virDomainCoreDump)",
+    "object-add": "a network capture (pcap, filter-dump)",
+    "migrate": "saving the VM state to a file",
+}
+_DUMP_FORMATS = {
+    "elf": "VIR_DOMAIN_CORE_DUMP_FORMAT_RAW",
+    "kdump-zlib": "VIR_DOMAIN_CORE_DUMP_FORMAT_KDUMP_ZLIB",
+    "kdump-lzo": "VIR_DOMAIN_CORE_DUMP_FORMAT_KDUMP_LZO",
+    "kdump-snappy": "VIR_DOMAIN_CORE_DUMP_FORMAT_KDUMP_SNAPPY",
+    "win-dmp": "VIR_DOMAIN_CORE_DUMP_FORMAT_WIN_DMP",
+}
 
 
 class LibvirtMachine:
@@ -142,8 +157,7 @@ class LibvirtMachine:
         self.launched_config: None = None
         self.pid: int | None = None
         self.console_log_path = self.workdir / "console.log"
-        self.overlay_path: Path | None = None
-        """The overlay volume's path on the hypervisor (not readable from here when remote)."""
+        self._overlay_path: Path | None = None
         self.domain_name = new_domain_name()
         self.domain_xml = ""
         self._socket_dir: Path | None = None
@@ -175,6 +189,19 @@ class LibvirtMachine:
     def qga_path(self) -> Path:
         """The local socket joined to the guest's ``org.qemu.guest_agent.0`` channel."""
         return self.socket_dir / "qga.sock"
+
+    @property
+    def overlay_path(self) -> Path:
+        """The overlay volume's path; on a local hypervisor this machine reads it too.
+
+        :raise AdareError: the hypervisor is remote, or the machine never started.
+        """
+        if not is_local(self.uri):
+            raise AdareError(f"the disk on {self.uri} (export, keep): {UNSUPPORTED} for a "
+                             "remote hypervisor")  # fmt: skip
+        if self._overlay_path is None:
+            raise AdareError(f"machine {self.name} has no overlay (start() it first)")
+        return self._overlay_path
 
     @property
     def qmp_path(self) -> Path:
@@ -254,7 +281,7 @@ class LibvirtMachine:
             initrd = upload_vm_file(self._pool, self.domain_name, Path(manifest.initrd)).path()
         size = virtual_size(disk, manifest.format)
         overlay = create_vm_volume(self._pool, self.domain_name, base, manifest.format, size)
-        self.overlay_path = Path(overlay.path())
+        self._overlay_path = Path(overlay.path())
         return DomainConfig(
             name=self.domain_name,
             disk=overlay.path(),
@@ -469,6 +496,10 @@ class LibvirtMachine:
         :raise AdareError: QEMU answered with an error. :raise VMDied: not running.
         """
         self.check_alive()
+        refused = _FILE_ON_THE_HYPERVISOR.get(cmd)
+        if refused is not None and (cmd != "object-add" or args.get("qom-type") == "filter-dump"):
+            raise AdareError(f"{refused} through QMP: {UNSUPPORTED} (QEMU would write the "
+                             "file on the hypervisor's host as its own user)")  # fmt: skip
         text = json.dumps({"execute": cmd, **({"arguments": args} if args else {})})
         answer = await self.bounded(
             asyncio.to_thread(self._monitor, text, 0), timeout, f"QMP command {cmd}"
@@ -568,6 +599,55 @@ class LibvirtMachine:
             raise AdareError(f"screenshot of {self.domain_name}: {error_text(exc)}") from None
         return b"".join(chunks)
 
+    # --------------------------------------------------------------- evidence
+    async def adump_memory(
+        self, path: str | Path, format: DumpFormat = "elf", *, resume: bool = True,
+        timeout: float = DUMP_TIMEOUT,
+    ) -> MemoryDump:  # fmt: skip
+        """The guest's RAM to the local ``path`` via ``virDomainCoreDumpWithFormat``
+        (memory only; the domain is paused meanwhile): written into the pool on the
+        hypervisor, downloaded, removed there. ``resume=False`` leaves it paused.
+
+        :raise AdareError: libvirt failed (its reason); nothing is left at ``path``.
+        """
+        if format not in _DUMP_FORMATS:
+            raise ValueError(f"format must be one of {tuple(_DUMP_FORMATS)}, got {format!r}")
+        target = new_file_target(path)
+        self.check_alive()
+        started = time.monotonic()
+        await self.bounded(asyncio.to_thread(self._dump_memory, target, format, resume),
+                           timeout, "the memory dump")  # fmt: skip
+        return MemoryDump(target, format, target.stat().st_size, time.monotonic() - started)
+
+    def _dump_memory(self, target: Path, format: str, resume: bool) -> None:
+        libvirt = libvirt_module()
+        name = f"{self.domain_name}-memory.{format}"
+        pool_dir = Path(ET.fromstring(self._pool.XMLDesc(0)).findtext("target/path") or "/")
+        part = target.with_name(target.name + ".part")
+        try:
+            self._domain.coreDumpWithFormat(str(pool_dir / name),
+                                            getattr(libvirt, _DUMP_FORMATS[format]),
+                                            libvirt.VIR_DUMP_MEMORY_ONLY)  # fmt: skip
+            if not resume:
+                self._domain.suspend()
+            self._pool.refresh(0)
+            volume = self._pool.storageVolLookupByName(name)
+            stream = self._conn.newStream(0)
+            volume.download(stream, 0, 0, 0)
+            with part.open("wb") as out:
+                while data := stream.recv(DOWNLOAD_CHUNK):
+                    if not isinstance(data, bytes):
+                        break
+                    out.write(data)
+            stream.finish()
+            part.rename(target)
+        except libvirt.libvirtError as exc:
+            part.unlink(missing_ok=True)
+            raise AdareError(f"memory dump of {self.domain_name}: {error_text(exc)}") from None
+        finally:
+            with contextlib.suppress(libvirt.libvirtError):
+                self._pool.storageVolLookupByName(name).delete(0)
+
     def screendump(self, timeout: float = 30.0) -> Image.Image:
         return self._run(self.ascreendump(timeout))
 
@@ -588,6 +668,7 @@ class LibvirtMachine:
 
 
 READ_SCREEN = 1 << 20
+DOWNLOAD_CHUNK = 1 << 20
 
 
 def _decode_image(data: bytes) -> Image.Image:

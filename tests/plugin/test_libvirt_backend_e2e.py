@@ -30,7 +30,9 @@ DAEMON_WAIT = 30.0
 
 SCENARIOS = """
 import hashlib
+import pytest
 from PIL import Image
+from pytest_adare.errors import AdareError
 
 def test_1_shell_diff_and_pull(guest, tmp_path):
     assert guest.shell("uname -s").stdout == "Linux\\n"
@@ -53,6 +55,16 @@ def test_3_screenshot_through_libvirt(guest):
 
 def test_4_fails_with_report_sections(guest):
     assert guest.shell("echo hi").stdout == "bye\\n"
+
+def test_5_memory_dump_through_libvirt_and_no_pcap(adare_vm, tmp_path):
+    dump = adare_vm.dump_memory(tmp_path / "memory.elf")
+    with dump.open("rb") as elf:
+        assert elf.read(4) == b"\\x7fELF"
+    assert dump.stat().st_size >= 200 << 20
+    assert not list(tmp_path.glob("*.part"))
+    with pytest.raises(AdareError, match="not supported on the libvirt backend"):
+        with adare_vm.network_capture(tmp_path / "net.pcap"):
+            pass
 """
 
 
@@ -145,7 +157,7 @@ def test_the_newcomer_suite_passes_on_a_libvirt_domain_and_reaps_a_killed_runs_l
         "-p", "no:cacheprovider", "-v", f"--adare-vm={test_image}",
         f"--adare-hypervisor={libvirt_system}", timeout=INNER_TIMEOUT,
     )  # fmt: skip
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=4, failed=1)
     result.stdout.fnmatch_lines(["*removed 3 leftover(s) of killed runs*"])
     assert leftover not in _virsh("vol-list", "adare").stdout
     result.stdout.fnmatch_lines(["*connect: serial*"])
