@@ -65,10 +65,13 @@ class PtyAgent:
         return found
 
 
-async def pty_streams(master: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def pty_streams(
+    master: int,
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, asyncio.ReadTransport]:
+    """A reader and a writer on the pty master, and the read transport (the caller closes it)."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 20)
-    await loop.connect_read_pipe(
+    read_transport, _ = await loop.connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(master, "rb", 0, closefd=False)
     )
     transport, protocol = await loop.connect_write_pipe(
@@ -76,7 +79,7 @@ async def pty_streams(master: int) -> tuple[asyncio.StreamReader, asyncio.Stream
         os.fdopen(os.dup(master), "wb", 0),
     )
     writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-    return reader, writer
+    return reader, writer, read_transport
 
 
 @pytest_asyncio.fixture
@@ -90,7 +93,7 @@ async def pty_agent(agent_config: AgentConfig) -> AsyncIterator[PtyAgent]:
         server, os.ttyname(slave), frame_timeout=FRAME_TIMEOUT, reopen_delay=0.2
     )
     task = asyncio.get_running_loop().create_task(transport.serve())
-    reader, writer = await pty_streams(master)
+    reader, writer, read_transport = await pty_streams(master)
     agent = PtyAgent(server, transport, master, reader, writer)
     # pyserial flushes the input when it opens the port: wait until the agent answers.
     await agent.channel(exchange_timeout=1.0, attempts=20).exchange(Op.PING)
@@ -101,6 +104,7 @@ async def pty_agent(agent_config: AgentConfig) -> AsyncIterator[PtyAgent]:
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, WAIT)
         writer.close()
+        read_transport.close()
         await server.stop()
         os.close(slave)
         with contextlib.suppress(OSError):
@@ -339,11 +343,17 @@ async def test_client_and_one_off_ping_over_a_unix_socket(socket_path: str) -> N
 async def silent_socket(tmp_path: Path) -> AsyncIterator[str]:
     """A Unix socket that accepts connections and never says a word."""
     path = str(tmp_path / "silent.sock")
-    server = await asyncio.start_unix_server(lambda r, w: None, path)
+    accepted: list[asyncio.StreamWriter] = []
+    server = await asyncio.start_unix_server(lambda r, w: accepted.append(w), path)
     try:
         yield path
     finally:
         server.close()
+        for writer in accepted:  # the accepted ends: closed here, not left to the GC
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+        await server.wait_closed()
 
 
 @pytest.mark.asyncio
