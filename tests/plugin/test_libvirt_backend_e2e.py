@@ -6,7 +6,10 @@ session, one VM: shell, snapshot diff, pull, per-test isolation by internal snap
 a QEMU-side screenshot through ``virDomainScreenshot``, and a failing test's report
 sections; afterwards no domain and no per-VM volume is left on the hypervisor. Before
 it, a run SIGKILLed with its VM up leaves its domain and volumes behind, and the
-reaper of the next run (the newcomer suite's) removes them.
+reaper of the next run (the newcomer suite's) removes them. Then the remote path: shell,
+pull and isolation through ``qemu+ssh://root@127.0.0.1:<port>/system`` to an sshd on
+loopback with a key made for the test (the same daemon behind it, reached as a remote
+host is: every byte through the libvirt connection).
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -171,3 +176,54 @@ def test_the_newcomer_suite_passes_on_a_libvirt_domain_and_reaps_a_killed_runs_l
     assert not [line for line in volumes.splitlines() if "-overlay.qcow2" in line
                 or "-initrd.img " in line]  # fmt: skip
     assert "adare-disk-" in volumes, "the base disk stays in the pool for later runs"
+
+
+@pytest.fixture
+def ssh_uri(libvirt_system: str, tmp_path: Path) -> Iterator[str]:
+    """``qemu+ssh://`` to this machine's daemon: an sshd on loopback with a fresh key."""
+    if shutil.which("sshd", path="/usr/sbin:/usr/bin") is None:
+        pytest.skip("sshd is not installed (scripts/setup installs openssh-server)")
+    for key in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", tmp_path / key],
+                       check=True, timeout=30)  # fmt: skip
+    (tmp_path / "authorized_keys").write_bytes((tmp_path / "client_key.pub").read_bytes())
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "sshd_config").write_text(
+        f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {tmp_path / 'host_key'}\n"
+        f"AuthorizedKeysFile {tmp_path / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+        f"StrictModes no\nPidFile {tmp_path / 'sshd.pid'}\n"
+    )
+    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
+    sshd = subprocess.Popen(
+        ["/usr/sbin/sshd", "-D", "-f", tmp_path / "sshd_config", "-E", tmp_path / "sshd.log"]
+    )
+    uri = f"qemu+ssh://root@127.0.0.1:{port}/system?keyfile={tmp_path / 'client_key'}&no_verify=1"
+    try:
+        deadline = time.monotonic() + DAEMON_WAIT
+        while (answer := subprocess.run(["virsh", "-c", uri, "version"], capture_output=True,
+                                        text=True, timeout=30)).returncode != 0:  # fmt: skip
+            if time.monotonic() > deadline:
+                pytest.fail(f"{uri} did not answer in {DAEMON_WAIT:.0f} s: {answer.stderr}")
+            time.sleep(0.5)
+        yield uri
+    finally:
+        sshd.kill()
+        sshd.wait(30)
+
+
+def test_shell_pull_and_isolation_through_a_remote_uri(
+    pytester: pytest.Pytester, test_image: str, ssh_uri: str
+) -> None:
+    pytester.makepyfile(test_scenarios=SCENARIOS)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-v", f"--adare-vm={test_image}", "-k", "test_1 or test_2",
+        f"--adare-hypervisor={ssh_uri}", timeout=INNER_TIMEOUT,
+    )  # fmt: skip
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*qemu: libvirt qemu+ssh://root@127.0.0.1:*; accel: tcg*"])
+    result.stdout.fnmatch_lines(
+        ["*test_2_isolation_restored_the_ready_state PASSED (restore ready state * s)*"]
+    )
