@@ -312,6 +312,12 @@ def keep_hint(pooled: PooledVM) -> str:
     workdir (the originals are removed on close) and, when a ready state was saved,
     ``-loadvm`` to resume right there.
     """
+    hypervisor = pooled.vm.options.hypervisor
+    if hypervisor is not None:  # the overlay is a volume in the hypervisor's pool
+        return (
+            f"not kept: {pooled.request.describe()} ran on {hypervisor}; its overlay volume "
+            "goes with the domain (keeping it is not supported on the libvirt backend)"
+        )
     # Deferred: only --adare-keep needs a command line; plugin load stays light.
     from pytest_adare.qemu.argv import build_qemu_argv
 

@@ -77,9 +77,10 @@ def pytest_report_header(config: pytest.Config) -> str:
     accel = options.accel if options.accel != "auto" else f"auto ({kvm_note()})"
     gui = options.gui if options.gui != "auto" else f"auto ({GUI_AUTO_NOTE})"
     firmware = options.firmware if options.firmware != "auto" else f"auto ({FIRMWARE_AUTO_NOTE})"
+    where = f", hypervisor {options.hypervisor} (libvirt)" if options.hypervisor else ""
     return (
         f"adare: image {options.vm}, accel {accel}, isolation {options.isolation}, "
-        f"firmware {firmware}, gui {gui}, {qemu_version()}"
+        f"firmware {firmware}, gui {gui}{where}, {qemu_version()}"
     )
 
 

@@ -159,11 +159,13 @@ def test_the_newcomer_suite_passes_on_a_libvirt_domain_and_reaps_a_killed_runs_l
     assert leftover in _virsh("vol-list", "adare").stdout, "and its overlay volume"
     pytester.makepyfile(test_scenarios=SCENARIOS)
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-v", f"--adare-vm={test_image}",
+        "-p", "no:cacheprovider", "-v", f"--adare-vm={test_image}", "--adare-keep=on-failure",
         f"--adare-hypervisor={libvirt_system}", timeout=INNER_TIMEOUT,
     )  # fmt: skip
     result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines(["adare: image *, hypervisor qemu:///system (libvirt), *"])
     result.stdout.fnmatch_lines(["*removed 3 leftover(s) of killed runs*"])
+    result.stdout.fnmatch_lines(["not kept: * ran on qemu:///system; *not supported on the*"])
     assert leftover not in _virsh("vol-list", "adare").stdout
     result.stdout.fnmatch_lines(["*connect: serial*"])
     result.stdout.fnmatch_lines(["*qemu: libvirt qemu:///system; accel: tcg*"])
