@@ -31,24 +31,24 @@ def pty_device() -> Iterator[str]:
 
 def _run_until(argv: list[str], log: Path, wanted: list[str], timeout: float) -> list[str]:
     """Run the agent until every ``wanted`` text is in its log; returns the log lines."""
-    proc = subprocess.Popen(
+    with subprocess.Popen(  # leaving the block closes the stderr pipe
         [sys.executable, "-m", "adare_guest", *argv, "--log-file", str(log)],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            lines = log.read_text().splitlines() if log.exists() else []
-            if all(any(w in line for line in lines) for w in wanted):
-                return lines
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
-            time.sleep(0.05)
-        raise AssertionError(f"agent log never showed {wanted} within {timeout} s: {lines}")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=20)
+    ) as proc:
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                lines = log.read_text().splitlines() if log.exists() else []
+                if all(any(w in line for line in lines) for w in wanted):
+                    return lines
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+                time.sleep(0.05)
+            raise AssertionError(f"agent log never showed {wanted} within {timeout} s: {lines}")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=20)
 
 
 def _first(lines: list[str], text: str) -> int:
