@@ -38,6 +38,7 @@ VIRTIO_PORTS = "/dev/virtio-ports/"
 AGENT_ISA_SERIAL = "/dev/ttyS1"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_UPLOADER = re.compile(r"([0-9a-f]{8})-([0-9]{1,10})")
 _CHANNEL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -231,6 +232,30 @@ def done_marker_name(volume: str) -> str:
     """The empty volume created after ``volume``'s upload completed (uploads are not
     atomic: a base volume without it is a torn upload)."""
     return f"{volume}.done"
+
+
+def uploader_marker_name(volume: str, host: str, pid: int) -> str:
+    """The empty volume naming who is uploading ``volume`` (host tag and process id)."""
+    return f"{volume}.uploader-{host}-{int(pid)}"
+
+
+def uploader_of(marker: str, volume: str) -> Uploader | None:
+    """Who :func:`uploader_marker_name` says uploads ``volume``; None for other names."""
+    prefix = f"{volume}.uploader-"
+    if not marker.startswith(prefix):
+        return None
+    match = _UPLOADER.fullmatch(marker[len(prefix):])
+    if match is None:
+        return None
+    return Uploader(match.group(1), int(match.group(2)))
+
+
+@dataclass(frozen=True)
+class Uploader:
+    """The host tag and process id of a base volume's uploader."""
+
+    host: str
+    pid: int
 
 
 def vm_volume_name(domain: str, what: Literal["overlay", "initrd"]) -> str:

@@ -2,8 +2,9 @@
 
 Image files (disk, kernel, initrd) are uploaded once as volumes named by their sha256
 (:func:`~.domain_xml.base_volume_name`) and reused by later runs and other runners; an
-empty ``<name>.done`` volume is created when an upload completed, so a torn upload (the
-uploader was killed) is recognised, removed and uploaded again. Each VM gets a qcow2
+empty ``<name>.done`` volume is created when an upload completed, and an empty
+``<name>.uploader-<host>-<pid>`` volume names the uploader meanwhile, so a torn upload
+(the uploader was killed) is recognised, removed and uploaded again. Each VM gets a qcow2
 overlay volume over the base disk (its snapshots live there) and, when the agent is
 handed over in the initrd, its own initrd volume; both go when the VM closes.
 """
@@ -11,6 +12,7 @@ handed over in the initrd, its own initrd volume; both go when the VM closes.
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 import time
 from collections.abc import Callable
@@ -25,8 +27,11 @@ from pytest_adare.libvirt_backend.domain_xml import (
     build_pool_xml,
     build_raw_volume_xml,
     done_marker_name,
+    uploader_marker_name,
+    uploader_of,
     vm_volume_name,
 )
+from pytest_adare.libvirt_backend.reaper import host_tag, process_alive
 
 UPLOAD_CHUNK = 1 << 20
 UPLOAD_WAIT = 600.0
@@ -93,41 +98,76 @@ def ensure_base_volume(
     progress: Progress | None = None,
 ) -> tuple[Any, bool]:
     """The pool's volume holding ``path``'s bytes (uploaded when missing) and whether it
-    was uploaded now. Another runner uploading the same volume is waited for.
+    was uploaded now.
 
-    :raise VMLaunchError: the upload failed or another runner's did not finish in time.
+    Whoever creates the volume uploads it; an empty ``<name>.uploader-<host>-<pid>``
+    volume, made before that claim and removed after ``<name>.done``, says who it is.
+    Others wait for ``.done``; an upload whose uploader on this host is gone (killed
+    mid-way) is removed and taken over at once, one of another host after
+    :data:`UPLOAD_WAIT`.
+
+    :raise HypervisorError: the upload failed or another runner's did not finish in time.
     """
-    libvirt = libvirt_module()
     name = base_volume_name(kind, sha256 or file_digest(path))
     deadline = time.monotonic() + UPLOAD_WAIT
     while True:
-        try:
-            if _has_volume(pool, done_marker_name(name)):
-                return pool.storageVolLookupByName(name), False
-            volume = pool.createXML(build_raw_volume_xml(name, path.stat().st_size), 0)
-        except libvirt.libvirtError as exc:
-            if not _has_volume(pool, name):
-                raise HypervisorError(f"volume {name}: {error_text(exc)}") from None
-            # Another runner is uploading it (or was killed doing so): wait, then take over.
-            if time.monotonic() > deadline:
-                _delete_quietly(pool, name)
-                raise HypervisorError(
-                    f"volume {name} stayed incomplete for {UPLOAD_WAIT:.0f} s (another "
-                    "runner's upload died?); it was removed, try again"
-                ) from None
-            time.sleep(1.0)
-            pool.refresh(0)
+        pool.refresh(0)
+        if _has_volume(pool, done_marker_name(name)):
+            return pool.storageVolLookupByName(name), False
+        volume = _claim(pool, name, path.stat().st_size)
+        if volume is not None:
+            break
+        if upload_is_torn(pool, name) or time.monotonic() > deadline:
+            _delete_quietly(pool, name)
+            for marker in _uploader_markers(pool, name):
+                _delete_quietly(pool, marker)
+            deadline = time.monotonic() + UPLOAD_WAIT
             continue
-        break
+        time.sleep(1.0)
     if progress is not None:
         progress(f"uploading {path.name} ({path.stat().st_size >> 20} MiB) as {name}")
+    marker = uploader_marker_name(name, host_tag(), os.getpid())
     try:
         upload(volume, path)
         pool.createXML(build_raw_volume_xml(done_marker_name(name), 0), 0)
     except BaseException:
         _delete_quietly(pool, name)
         raise
+    finally:
+        _delete_quietly(pool, marker)
     return volume, True
+
+
+def _claim(pool: Any, name: str, size: int) -> Any:
+    """The new volume ``name`` (ours to fill), or None when it exists already."""
+    libvirt = libvirt_module()
+    marker = uploader_marker_name(name, host_tag(), os.getpid())
+    try:
+        pool.createXML(build_raw_volume_xml(marker, 0), 0)
+    except libvirt.libvirtError as exc:
+        raise HypervisorError(f"volume {marker}: {error_text(exc)}") from None
+    try:
+        return pool.createXML(build_raw_volume_xml(name, size), 0)
+    except libvirt.libvirtError as exc:
+        _delete_quietly(pool, marker)
+        if _has_volume(pool, name):
+            return None
+        raise HypervisorError(f"volume {name}: {error_text(exc)}") from None
+
+
+def _uploader_markers(pool: Any, name: str) -> list[str]:
+    return [volume for volume in pool.listVolumes() if uploader_of(volume, name) is not None]
+
+
+def upload_is_torn(pool: Any, name: str) -> bool:
+    """True when nobody can still be uploading ``name``: no uploader marker, or only ones
+    of processes on this host that are gone."""
+    here = host_tag()
+    owners = [uploader_of(marker, name) for marker in _uploader_markers(pool, name)]
+    return all(
+        owner is not None and owner.host == here and not process_alive(owner.pid)
+        for owner in owners
+    )
 
 
 def upload(volume: Any, path: Path) -> None:

@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -229,3 +230,66 @@ def test_shell_pull_and_isolation_through_a_remote_uri(
     result.stdout.fnmatch_lines(
         ["*test_2_isolation_restored_the_ready_state PASSED (restore ready state * s)*"]
     )
+
+
+@pytest.fixture
+def adare_pool(libvirt_system: str) -> Iterator[Any]:
+    """The real ``adare`` pool on the local daemon (volumes made by a test are removed)."""
+    from pytest_adare.libvirt_backend.connection import open_connection
+    from pytest_adare.libvirt_backend.storage import ensure_pool
+
+    conn = open_connection(libvirt_system)
+    before = set(ensure_pool(conn, libvirt_system).listVolumes())
+    pool = ensure_pool(conn, libvirt_system)
+    yield pool
+    pool.refresh(0)
+    for name in set(pool.listVolumes()) - before:
+        pool.storageVolLookupByName(name).delete(0)
+    conn.close()
+
+
+def test_a_base_volume_is_uploaded_once_and_a_torn_upload_is_taken_over(
+    adare_pool: Any, tmp_path: Path
+) -> None:
+    from pytest_adare.libvirt_backend.domain_xml import (
+        base_volume_name,
+        build_raw_volume_xml,
+        uploader_marker_name,
+    )
+    from pytest_adare.libvirt_backend.reaper import host_tag
+    from pytest_adare.libvirt_backend.storage import (
+        ensure_base_volume,
+        file_digest,
+        upload_is_torn,
+    )
+
+    data = tmp_path / "initrd.gz"
+    data.write_bytes(os.urandom(3 << 20 | 123))
+    volume, uploaded = ensure_base_volume(adare_pool, "initrd", data)
+    assert uploaded and Path(volume.path()).read_bytes() == data.read_bytes()
+    again, uploaded = ensure_base_volume(adare_pool, "initrd", data)
+    assert not uploaded and again.path() == volume.path()
+
+    # A second file whose uploader was killed mid-way: its volume and marker are there,
+    # its process is gone; the next runner takes over at once.
+    torn = tmp_path / "vmlinuz"
+    torn.write_bytes(os.urandom(1 << 20))
+    name = base_volume_name("kernel", file_digest(torn))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    adare_pool.createXML(build_raw_volume_xml(uploader_marker_name(name, host_tag(),
+                                                                   gone.pid), 0), 0)  # fmt: skip
+    adare_pool.createXML(build_raw_volume_xml(name, torn.stat().st_size), 0)
+    adare_pool.refresh(0)
+    assert upload_is_torn(adare_pool, name)
+    for live in (uploader_marker_name(name, host_tag(), os.getpid()),
+                 uploader_marker_name(name, host_tag("another-runner"), gone.pid)):  # fmt: skip
+        adare_pool.createXML(build_raw_volume_xml(live, 0), 0)
+        adare_pool.refresh(0)
+        assert not upload_is_torn(adare_pool, name), live
+        adare_pool.storageVolLookupByName(live).delete(0)
+    volume, uploaded = ensure_base_volume(adare_pool, "kernel", torn)
+    assert uploaded
+    assert Path(volume.path()).read_bytes() == torn.read_bytes()
+    adare_pool.refresh(0)
+    assert not [v for v in adare_pool.listVolumes() if v.startswith(f"{name}.uploader-")]

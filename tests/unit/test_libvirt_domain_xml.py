@@ -16,6 +16,7 @@ from pytest_adare.libvirt_backend.domain_xml import (
     METADATA_NS,
     AgentDevice,
     DomainConfig,
+    Uploader,
     agent_device,
     base_volume_name,
     build_domain_xml,
@@ -25,6 +26,8 @@ from pytest_adare.libvirt_backend.domain_xml import (
     build_snapshot_xml,
     done_marker_name,
     is_our_volume,
+    uploader_marker_name,
+    uploader_of,
     vm_volume_name,
 )
 from pytest_adare.vm_options import VMOptions
@@ -169,3 +172,12 @@ def test_vm_options_take_a_libvirt_uri_with_the_serial_transport() -> None:
         VMOptions(hypervisor="qemu:///system")
     with pytest.raises(ValueError, match="libvirt URI"):
         VMOptions(transport="serial", hypervisor="localhost")
+
+
+def test_an_uploader_marker_names_its_volume_host_and_process() -> None:
+    base = base_volume_name("disk", SHA)
+    marker = uploader_marker_name(base, "1a2b3c4d", 4242)
+    assert uploader_of(marker, base) == Uploader("1a2b3c4d", 4242)
+    assert uploader_of(marker, base_volume_name("kernel", SHA)) is None
+    assert uploader_of(done_marker_name(base), base) is None
+    assert uploader_of(f"{base}.uploader-nothex!-1", base) is None
