@@ -306,6 +306,8 @@ class FindListing(Listing):
 
     def _fill(self, limit: int) -> bytes:
         with self._lock:
+            if self.done:  # closed (its pipes too) while this page waited for the lock
+                return b""
             out, err = self._proc.stdout, self._proc.stderr
             assert out is not None and err is not None
             poller = select.poll()
@@ -371,6 +373,25 @@ class FindListing(Listing):
             threading.Thread(target=self._proc.wait, daemon=True).start()
         self._held = bytearray()
         super().close()
+        # Both pipes are closed (else they leak until the GC, with a ResourceWarning). A
+        # page being read holds the lock: its worker thread closes them when it ends (at
+        # EOF, find is dead), so no fd is closed under a poll that may see it reused.
+        if self._lock.acquire(blocking=False):
+            try:
+                self._close_pipes()
+            finally:
+                self._lock.release()
+        else:
+            threading.Thread(target=self._close_pipes_after_page, daemon=True).start()
+
+    def _close_pipes_after_page(self) -> None:
+        with self._lock:
+            self._close_pipes()
+
+    def _close_pipes(self) -> None:
+        for pipe in (self._proc.stdout, self._proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def _start_find(argv: list[str]) -> subprocess.Popen[bytes]:

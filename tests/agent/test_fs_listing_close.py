@@ -1,0 +1,50 @@
+"""A ``find`` listing frees its pipes when it is closed, finished or not (no fd leaks to the GC)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from adare_guest import fs_listing
+
+pytestmark = pytest.mark.asyncio
+
+
+def _listing(root: str) -> tuple[fs_listing.FindListing, subprocess.Popen[bytes]]:
+    if not fs_listing.find_prints():
+        pytest.fail("this test needs GNU find with -printf on the host (findutils)")
+    argv = fs_listing.find_argv(root, [], False, ())
+    assert argv is not None
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    return fs_listing.FindListing("cursor", proc, deadline, b"", asyncio.to_thread), proc
+
+
+async def test_a_finished_listing_closes_both_pipes(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "file").write_bytes(b"x")
+    listing, proc = _listing(str(tmp_path))
+    records = b""
+    while not listing.done:
+        records += await listing.page(fs_listing.MAX_PAGE_BYTES)
+    assert records.count(b"\0") == 4  # two entries: a record and a path each
+    listing.close()
+    assert proc.stdout is not None and proc.stdout.closed
+    assert proc.stderr is not None and proc.stderr.closed
+
+
+async def test_an_abandoned_listing_kills_find_and_closes_both_pipes() -> None:
+    listing, proc = _listing("/usr")  # far more than one page: find is still writing
+    assert await listing.page(1)
+    assert not listing.done
+    listing.close()
+    assert proc.stdout is not None and proc.stdout.closed
+    assert proc.stderr is not None and proc.stderr.closed
+    assert await asyncio.to_thread(proc.wait, 30) != 0  # killed, not finished
+    assert await listing.page(1) == b""  # a late page finds it closed, and no error
