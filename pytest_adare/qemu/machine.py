@@ -37,6 +37,7 @@ from qemu.qmp import EventListener, ExecuteError, QMPClient, QMPError
 from pytest_adare.errors import SnapshotError, VMDied, VMLaunchError, VMTimeout
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu import input_events as qemu_input
+from pytest_adare.qemu.bounded_wait import bounded_wait
 from pytest_adare.qemu.accel import (
     KERNEL_PROGRESS,
     AccelChoice,
@@ -594,29 +595,10 @@ class Machine:
         :raise VMTimeout: ``timeout`` passed; the message names ``what`` was awaited.
         """
         assert self._died is not None
-        task = asyncio.ensure_future(coro)
-        death = asyncio.ensure_future(self._died.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {task, death}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        except BaseException:  # the caller was cancelled: its work must not outlive it
-            task.cancel()
-            raise
-        finally:
-            death.cancel()
-        if task in done:
-            return task.result()
-        # Stop the work and wait until it has stopped. asyncio.wait() never raises the
-        # task's own outcome (retrieved below so asyncio does not log it), while a
-        # cancellation of the caller still propagates: nothing else is swallowed.
-        task.cancel()
-        await asyncio.wait({task})
-        if not task.cancelled():
-            task.exception()
-        if death in done:
-            raise VMDied(f"{self._death_reason} while waiting for {what}", self.console_tail())
-        raise VMTimeout(what, timeout, self.console_tail())
+        return await bounded_wait(
+            coro, timeout, what, died=self._died,
+            death_reason=lambda: self._death_reason, console_tail=self.console_tail,
+        )  # fmt: skip
 
     # ---------------------------------------------------------------- console
     def console_tail(self, n: int = 40) -> list[str]:
