@@ -37,7 +37,6 @@ from qemu.qmp import EventListener, ExecuteError, QMPClient, QMPError
 from pytest_adare.errors import SnapshotError, VMDied, VMLaunchError, VMTimeout
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu import input_events as qemu_input
-from pytest_adare.qemu.bounded_wait import bounded_wait
 from pytest_adare.qemu.accel import (
     KERNEL_PROGRESS,
     AccelChoice,
@@ -46,6 +45,7 @@ from pytest_adare.qemu.accel import (
     record_boot_probe,
 )
 from pytest_adare.qemu.argv import AGENT_GUEST_PORT, MachineConfig, build_qemu_argv
+from pytest_adare.qemu.bounded_wait import bounded_wait
 from pytest_adare.qemu.console import ConsoleCapture
 from pytest_adare.qemu.firmware import (
     BOOT_SILENCE_SECONDS,
