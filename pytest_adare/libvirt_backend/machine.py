@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 
 from PIL import Image
 
-from pytest_adare.errors import AdareError, SnapshotError, VMDied, VMTimeout
+from pytest_adare.errors import AdareError, SnapshotError, VMDied
 from pytest_adare.libvirt_backend.connection import (
     HypervisorError,
     error_text,
@@ -72,6 +72,7 @@ from pytest_adare.libvirt_backend.streams import StreamBridge, StreamPump
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu import input_events
 from pytest_adare.qemu.accel import AccelRequest, choose_accel
+from pytest_adare.qemu.bounded_wait import bounded_wait
 from pytest_adare.qemu.console import ConsoleCapture
 from pytest_adare.qemu.machine import MachineImage
 from pytest_adare.qemu.memory_dump import DUMP_TIMEOUT, DumpFormat, MemoryDump, new_file_target
@@ -440,26 +441,10 @@ class LibvirtMachine:
         """
         if self._died is None:
             raise VMDied(self._down_reason(), self.console_tail())
-        task = asyncio.ensure_future(coro)
-        death = asyncio.ensure_future(self._died.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {task, death}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        except BaseException:
-            task.cancel()
-            raise
-        finally:
-            death.cancel()
-        if task in done:
-            return task.result()
-        task.cancel()
-        await asyncio.wait({task})
-        if not task.cancelled():
-            task.exception()
-        if death in done:
-            raise VMDied(f"{self._death_reason} while waiting for {what}", self.console_tail())
-        raise VMTimeout(what, timeout, self.console_tail())
+        return await bounded_wait(
+            coro, timeout, what, died=self._died,
+            death_reason=lambda: self._death_reason, console_tail=self.console_tail,
+        )  # fmt: skip
 
     # ---------------------------------------------------------------- console
     def console_tail(self, n: int = 40) -> list[str]:
