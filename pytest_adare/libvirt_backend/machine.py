@@ -318,29 +318,23 @@ class LibvirtMachine:
         self._pump = StreamPump(stream, on_data, on_end)
         self._pump.start()
         if self._agent is not None:
-            opener = self._console_opener if self._agent.kind == "serial" else self._channel_opener
-            agent = StreamBridge(self.agent_serial_path, opener(self._agent.alias), "agent")
-            self._bridges.append(agent.start())
+            self._bridges.append(
+                StreamBridge(self.agent_serial_path, self._open_agent_stream, "agent").start()
+            )
         self._qga_proxy = QgaProxy(self.qga_path, self._agent_command).start()
         self._watch = asyncio.create_task(self._watch_state(), name=f"watch {self.domain_name}")
 
-    def _console_opener(self, alias: str) -> Any:
-        def open_stream() -> Any:
-            libvirt = libvirt_module()
-            stream = self._conn.newStream(libvirt.VIR_STREAM_NONBLOCK)
-            self._domain.openConsole(alias, stream, libvirt.VIR_DOMAIN_CONSOLE_FORCE)
-            return stream
-
-        return open_stream
-
-    def _channel_opener(self, alias: str) -> Any:
-        def open_stream() -> Any:
-            libvirt = libvirt_module()
-            stream = self._conn.newStream(libvirt.VIR_STREAM_NONBLOCK)
-            self._domain.openChannel(alias, stream, libvirt.VIR_DOMAIN_CHANNEL_FORCE)
-            return stream
-
-        return open_stream
+    def _open_agent_stream(self) -> Any:
+        """A fresh stream to the agent's device: the UART's console or the virtio channel
+        (FORCE: an older stream of ours is dropped)."""
+        libvirt = libvirt_module()
+        assert self._agent is not None
+        stream = self._conn.newStream(libvirt.VIR_STREAM_NONBLOCK)
+        if self._agent.kind == "serial":
+            self._domain.openConsole(self._agent.alias, stream, libvirt.VIR_DOMAIN_CONSOLE_FORCE)
+        else:
+            self._domain.openChannel(self._agent.alias, stream, libvirt.VIR_DOMAIN_CHANNEL_FORCE)
+        return stream
 
     def _agent_command(self, text: str, timeout: int) -> str:
         return str(libvirt_qemu_module().qemuAgentCommand(self._domain, text, timeout, 0))
@@ -640,16 +634,11 @@ class LibvirtMachine:
         """Raw ``input-send-event`` events through the QMP passthrough."""
         await self.aqmp("input-send-event", 30.0, events=events)
 
-    def send_keys(self, *keys: str) -> None:
-        self._run(self.asend_input(input_events.key_events(keys)))
-
     async def atype_text(self, text: str, key_interval: float = TYPE_KEY_INTERVAL) -> None:
+        """Type ``text`` key by key, paced (see ``Machine.type_text``)."""
         for batch in input_events.text_events(text):
             await self.asend_input(batch)
             await asyncio.sleep(key_interval)
-
-    def type_text(self, text: str, key_interval: float = TYPE_KEY_INTERVAL) -> None:
-        self._run(self.atype_text(text, key_interval))
 
 
 READ_SCREEN = 1 << 20
