@@ -16,6 +16,12 @@ from typing import Any, TypeVar
 
 import pytest
 
+from pytest_adare.plugin.hypervisors import (
+    assign_hypervisor,
+    parse_hypervisors,
+    parse_limit,
+    worker_of,
+)
 from pytest_adare.vm_options import (
     ACCELS,
     FIRMWARE_CHOICES,
@@ -48,7 +54,7 @@ class OptionSpec:
 
     @property
     def flag(self) -> str:
-        return "--adare-" + self.name
+        return "--adare-" + self.name.replace("_", "-")
 
     @property
     def ini(self) -> str:
@@ -143,8 +149,15 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "hypervisor",
         "run the guests as transient domains on this libvirt hypervisor (qemu:///system, "
         "qemu+ssh://user@host/system; the agent over its serial channel) instead of a QEMU "
-        "started here (default: none; docs/libvirt.md)",
+        "started here; several as URI1,URI2 or @FILE (one per line): -n workers spread "
+        "over them, each on one (default: none; docs/libvirt.md)",
         metavar="URI",
+    ),
+    OptionSpec(
+        "hypervisor_limit",
+        "the most VMs (xdist workers) one hypervisor takes; -n beyond hypervisors x limit "
+        "is an error (default: no limit)",
+        metavar="N",
     ),
     OptionSpec(
         "keep",
@@ -203,6 +216,9 @@ class AdareOptions:
     record: str = "on-failure"
     warm: str = "auto"
     hypervisor: str | None = None
+    """The hypervisor this process's VMs run on (one of ``hypervisors``)."""
+    hypervisors: tuple[str, ...] = ()
+    hypervisor_limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -346,10 +362,16 @@ def read_options(config: pytest.Config) -> AdareOptions:
             values["artifacts"] = (base / raw).resolve()
         elif spec.name == "vm":
             values["vm"] = _image_spec(raw, base)
-        elif spec.name == "hypervisor":
-            values["hypervisor"] = raw.strip() or None
+        elif spec.name == "hypervisor" and raw.strip():
+            values["hypervisors"] = parse_hypervisors(raw, base, source)
+        elif spec.name == "hypervisor_limit":
+            values["hypervisor_limit"] = parse_limit(raw, source)
         elif spec.switch:
             values[spec.name] = parse_switch(raw, source)
+    if values.get("hypervisors"):
+        values["hypervisor"] = assign_hypervisor(
+            values["hypervisors"], *worker_of(config), values.get("hypervisor_limit")
+        )
     return AdareOptions(**values)
 
 

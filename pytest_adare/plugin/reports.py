@@ -25,7 +25,8 @@ from pytest_adare.plugin.fixtures import (
     KEEP_HINTS_KEY,
     artifacts_dir_for,
 )
-from pytest_adare.plugin.options import adare_options
+from pytest_adare.plugin.hypervisors import workers_per_host
+from pytest_adare.plugin.options import AdareOptions, adare_options
 from pytest_adare.plugin.pool import PooledVM, is_infrastructure_error
 
 TAIL_LINES = 40
@@ -70,6 +71,17 @@ FIRMWARE_AUTO_NOTE = (
 )
 
 
+def hypervisor_line(config: pytest.Config, options: AdareOptions) -> str:
+    """``hypervisor qemu:///system (libvirt)``, or with several the workers on each."""
+    if len(options.hypervisors) == 1:
+        return f"hypervisor {options.hypervisors[0]} (libvirt)"
+    workers = config.getoption("numprocesses", None)
+    counts = workers_per_host(options.hypervisors, workers if isinstance(workers, int) else None)
+    limit = f", at most {options.hypervisor_limit} each" if options.hypervisor_limit else ""
+    hosts = ", ".join(f"{uri} ({n} VM{'s' if n != 1 else ''})" for uri, n in counts.items())
+    return f"hypervisors (libvirt{limit}): {hosts}"
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     options = adare_options(config)
     if not options.vm:
@@ -77,7 +89,7 @@ def pytest_report_header(config: pytest.Config) -> str:
     accel = options.accel if options.accel != "auto" else f"auto ({kvm_note()})"
     gui = options.gui if options.gui != "auto" else f"auto ({GUI_AUTO_NOTE})"
     firmware = options.firmware if options.firmware != "auto" else f"auto ({FIRMWARE_AUTO_NOTE})"
-    where = f", hypervisor {options.hypervisor} (libvirt)" if options.hypervisor else ""
+    where = f", {hypervisor_line(config, options)}" if options.hypervisors else ""
     return (
         f"adare: image {options.vm}, accel {accel}, isolation {options.isolation}, "
         f"firmware {firmware}, gui {gui}{where}, {qemu_version()}"

@@ -1,15 +1,20 @@
-"""The plugin on a libvirt hypervisor: an inner pytest run with
-``--adare-hypervisor=qemu:///system`` boots the built-in console image as a transient
+"""The plugin on a libvirt hypervisor: inner pytest runs with
+``--adare-hypervisor=qemu:///system`` boot the built-in console image as a transient
 domain (TCG) on this machine's libvirt daemon, which the fixture starts when none runs
-(CI machines are fresh: ``scripts/setup`` installs it, nothing starts it). One inner
-session, one VM: shell, snapshot diff, pull, per-test isolation by internal snapshots,
-a QEMU-side screenshot through ``virDomainScreenshot``, and a failing test's report
-sections; afterwards no domain and no per-VM volume is left on the hypervisor. Before
-it, a run SIGKILLed with its VM up leaves its domain and volumes behind, and the
-reaper of the next run (the newcomer suite's) removes them. Then the remote path: shell,
-pull and isolation through ``qemu+ssh://root@127.0.0.1:<port>/system`` to an sshd on
-loopback with a key made for the test (the same daemon behind it, reached as a remote
-host is: every byte through the libvirt connection).
+(CI machines are fresh: ``scripts/setup`` installs it, nothing starts it).
+
+- The newcomer suite, one VM: shell, snapshot diff, pull, per-test isolation by internal
+  snapshots, a screenshot through ``virDomainScreenshot``, a memory dump, the pcap
+  refusal, and a failing test's report sections (with the film of its screen);
+  afterwards no domain and no per-VM volume is left. Before it, a run SIGKILLed with its
+  VM up leaves its domain and volumes behind, and this run's reaper removes them.
+- The remote path: shell, pull and isolation through ``qemu+ssh://root@127.0.0.1:<port>``
+  to an sshd on loopback with a key made for the test (the same daemon behind it,
+  reached as a remote host is: every byte through the libvirt connection).
+- ``-n 2`` over two URIs (local and ``qemu+ssh://``, the same daemon) with a limit of one
+  VM per hypervisor: one worker, one VM on each.
+- The pool on the real daemon: a base volume uploaded once, reused, a torn upload taken
+  over.
 """
 
 from __future__ import annotations
@@ -174,6 +179,7 @@ def test_the_newcomer_suite_passes_on_a_libvirt_domain_and_reaps_a_killed_runs_l
         ["*test_2_isolation_restored_the_ready_state PASSED (restore ready state * s)*"]
     )
     result.stdout.fnmatch_lines(["*- adare console tail -*", "*adare-init: agent started*"])
+    result.stdout.fnmatch_lines(["*adare recording*", "*recording.webp: * distinct frames*"])
     assert _ours(_virsh("list", "--all", "--name").stdout) == domains_before
     volumes = _virsh("vol-list", "adare").stdout
     assert not [line for line in volumes.splitlines() if "-overlay.qcow2" in line
@@ -293,3 +299,29 @@ def test_a_base_volume_is_uploaded_once_and_a_torn_upload_is_taken_over(
     assert Path(volume.path()).read_bytes() == torn.read_bytes()
     adare_pool.refresh(0)
     assert not [v for v in adare_pool.listVolumes() if v.startswith(f"{name}.uploader-")]
+
+
+SPREAD = """
+import os, pathlib
+
+def test_where_my_vm_runs(adare_vm, guest):
+    assert guest.shell("echo up").stdout == "up\\n"
+    worker = os.environ["PYTEST_XDIST_WORKER"]
+    pathlib.Path(f"{worker}.uri").write_text(adare_vm.options.hypervisor)
+"""
+
+
+def test_two_workers_spread_over_two_hypervisor_uris_one_vm_each(
+    pytester: pytest.Pytester, test_image: str, ssh_uri: str
+) -> None:
+    pytester.makepyfile(test_spread=SPREAD)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--dist=each", f"--adare-vm={test_image}",
+        f"--adare-hypervisor={URI},{ssh_uri}", "--adare-hypervisor-limit=1",
+        timeout=INNER_TIMEOUT,
+    )  # fmt: skip
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [f"adare: image *, hypervisors (libvirt, at most 1 each): {URI} (1 VM), qemu+ssh:* (1 VM)*"]
+    )
+    assert {(pytester.path / f"gw{n}.uri").read_text() for n in (0, 1)} == {URI, ssh_uri}

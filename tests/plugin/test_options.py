@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from pytest_adare.plugin.hypervisors import (
+    assign_hypervisor,
+    parse_hypervisors,
+    workers_per_host,
+)
 from pytest_adare.plugin.options import AdareOptions, apply_marker, parse_memory
 
 VM_TESTS = """
@@ -228,3 +235,31 @@ def test_the_hypervisor_comes_from_the_command_line_or_the_ini(pytester: pytest.
     result.stdout.fnmatch_lines(["*URI qemu:///session*"])
     result = pytester.runpytest_subprocess("-s", "--adare-hypervisor=qemu:///system")
     result.stdout.fnmatch_lines(["*URI qemu:///system*"])
+
+
+def test_several_hypervisors_spread_the_workers_within_the_limit(tmp_path: Path) -> None:
+    uris = parse_hypervisors("qemu:///system, qemu+ssh://ci@hv2/system", tmp_path, "flag")
+    assert uris == ("qemu:///system", "qemu+ssh://ci@hv2/system")
+    assert [assign_hypervisor(uris, worker, 4, 2) for worker in range(4)] == [*uris, *uris]
+    assert assign_hypervisor(uris, None, None, 1) == "qemu:///system"
+    assert workers_per_host(uris, 3) == {"qemu:///system": 2, "qemu+ssh://ci@hv2/system": 1}
+    with pytest.raises(pytest.UsageError, match="-n 3 needs 3 VM slots, but 2 hypervisor"):
+        assign_hypervisor(uris, 0, 3, 1)
+    hosts = "# the lab\nqemu+ssh://a/system\n\nqemu+ssh://b/system # b\n"
+    (tmp_path / "hosts.txt").write_text(hosts)
+    assert parse_hypervisors("@hosts.txt", tmp_path, "flag") == (
+        "qemu+ssh://a/system", "qemu+ssh://b/system",
+    )  # fmt: skip
+    for bad in ("", "qemu:///system,localhost", "@missing.txt"):
+        with pytest.raises(pytest.UsageError, match="flag"):
+            parse_hypervisors(bad, tmp_path, "flag")
+
+
+def test_more_workers_than_hypervisor_slots_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest_subprocess(
+        "-n", "3", "--adare-hypervisor=qemu:///system,qemu:///session",
+        "--adare-hypervisor-limit=1",
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*-n 3 needs 3 VM slots, but 2 hypervisor(s) x *limit=1 give 2*"])
