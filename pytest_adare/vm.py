@@ -69,6 +69,7 @@ from pytest_adare.qemu.capture import DEFAULT_MAX_BYTES as CAPTURE_MAX
 from pytest_adare.qemu.capture import DEFAULT_SNAPLEN, NetworkCapture, network_capture
 from pytest_adare.qemu.disk_export import DiskFormat, export_disk
 from pytest_adare.qemu.evidence_capture import capture_evidence
+from pytest_adare.qemu.argv import agent_link_for
 from pytest_adare.qemu.machine import Machine, MachineImage
 from pytest_adare.qemu.memory_dump import DUMP_TIMEOUT, DumpFormat, dump_guest_memory
 from pytest_adare.qemu.migration import load_state
@@ -181,10 +182,7 @@ class VM:
         self._custom_config = bool(config_overrides)
         # The agent's serial link rides a virtio-serial port when the image's agent
         # serves one (megabytes per second), else the UART ttyS1 (~250 KiB/s under TCG).
-        serial_device = self.layout.serial_device or ""
-        self._agent_link: Literal["uart", "virtio"] = (
-            "virtio" if serial_device.startswith("/dev/virtio-ports/") else "uart"
-        )
+        self._agent_link = agent_link_for(self.layout.serial_device)
         self.handoff = self.options.install == "auto" and uses_boot_handoff(manifest)
         if self.options.hypervisor is not None and machine_factory is Machine:
             # The libvirt backend: the same phases, the guest a domain on that hypervisor.

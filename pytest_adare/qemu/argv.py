@@ -128,6 +128,12 @@ class MachineConfig:
 _RTC_BASE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 
 
+def agent_link_for(serial_device: str | None) -> Literal["uart", "virtio"]:
+    """What carries the agent's serial link for the guest device it serves: a
+    ``/dev/virtio-ports/…`` device a virtio-serial port, anything else the UART."""
+    return "virtio" if (serial_device or "").startswith("/dev/virtio-ports/") else "uart"
+
+
 def _opt_value(value: Path | str) -> str:
     """Escape a value for QEMU's ``key=value,...`` option syntax (commas are doubled)."""
     return str(value).replace(",", ",,")
