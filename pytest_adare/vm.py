@@ -65,10 +65,10 @@ from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.libvirt_backend.machine import LibvirtMachine, libvirt_machine_factory
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.qemu.accel import AccelRequest, choose_accel
+from pytest_adare.qemu.argv import agent_link_for
 from pytest_adare.qemu.capture import DEFAULT_MAX_BYTES as CAPTURE_MAX
 from pytest_adare.qemu.capture import DEFAULT_SNAPLEN, NetworkCapture, network_capture
 from pytest_adare.qemu.disk_export import DiskFormat, export_disk
-from pytest_adare.qemu.argv import agent_link_for
 from pytest_adare.qemu.evidence_capture import capture_evidence
 from pytest_adare.qemu.machine import Machine, MachineImage
 from pytest_adare.qemu.memory_dump import DUMP_TIMEOUT, DumpFormat, dump_guest_memory
