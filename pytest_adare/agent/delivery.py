@@ -78,8 +78,19 @@ async def _no_channel(console_log: Path, seed: bool) -> None:
             deadline = time.monotonic() + QGA_GRACE
 
 
-async def _agent_listening(ping: Ping, serial_path: Path) -> None:
+OS_STARTED = re.compile(r"Linux version|\[\s*\d+\.\d+\]|systemd\[1\]|Cloud-init v\.|login:")
+"""Console lines that only the guest's kernel or its userland print."""
+
+
+async def _agent_listening(ping: Ping, serial_path: Path, console_log: Path) -> None:
     """Return once the agent's serial health report says it listens."""
+    # Not before the kernel runs: firmware and boot loaders (OVMF, systemd-boot) read
+    # every serial port as a keyboard, and a ping's bytes then press keys in their menus
+    # (seen: systemd-boot toggling its default entry, then rebooting into the firmware).
+    while True:
+        if OS_STARTED.search(await asyncio.to_thread(_console, console_log)):
+            break
+        await asyncio.sleep(_POLL)
     timeout = 0.5
     while True:
         with contextlib.suppress(AdareError, OSError):
@@ -108,7 +119,8 @@ async def await_delivery(
         asyncio.ensure_future(_no_channel(console_log, seed)): "none",
     }
     if seed and serial_path is not None:
-        tasks[asyncio.ensure_future(_agent_listening(ping, serial_path))] = "cloud-init"
+        listening = _agent_listening(ping, serial_path, console_log)
+        tasks[asyncio.ensure_future(listening)] = "cloud-init"
     try:
         pending = set(tasks)
         while pending:

@@ -160,3 +160,25 @@ async def test_no_verdict_before_the_guest_finished_booting(tmp_path: Path, fast
     log.write_text("[  3.0] systemd[1]: Starting ...\ndistro login: ")
     with pytest.raises(AgentUnreachable):
         await asyncio.wait_for(task, 5)
+
+
+@pytest.mark.asyncio
+async def test_no_ping_reaches_the_serial_port_while_the_firmware_runs(
+    tmp_path: Path, fast: None
+) -> None:
+    log = tmp_path / "console.log"
+    log.write_text('BdsDxe: starting Boot0001 "UEFI Misc Device"\n')  # firmware, menu
+    pings: list[Path] = []
+
+    async def ping(path: Path, timeout: float) -> dict[str, Any]:
+        pings.append(path)
+        return {"listening": True}
+
+    waiting = asyncio.ensure_future(
+        await_delivery(_never, seed=True, console_log=log, serial_path=tmp_path / "s", ping=ping)
+    )
+    await asyncio.sleep(0.2)
+    assert pings == [] and not waiting.done()  # a boot menu would read pings as keys
+    log.write_text("[    0.000000] Linux version 6.1.0-28-cloud-amd64\n")
+    assert await asyncio.wait_for(waiting, 5) == "cloud-init"
+    assert pings
