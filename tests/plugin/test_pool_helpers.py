@@ -29,7 +29,7 @@ def kept_vm(tmp_path: Path, ready_saved: bool) -> PooledVM:
         disk=tmp_path / "disk-overlay.qcow2",
     )
     machine = SimpleNamespace(launched_config=config, overlay_path=config.disk)
-    vm = cast(Any, SimpleNamespace(machine=machine))
+    vm = cast(Any, SimpleNamespace(machine=machine, options=VMOptions()))
     request = VMRequest(image="debian", options=VMOptions(), isolation="snapshot")
     return PooledVM(vm, request, cast(Any, None), tmp_path, ready_saved=ready_saved)
 
