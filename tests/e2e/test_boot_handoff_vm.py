@@ -11,6 +11,7 @@ from image_under_test import image_under_test
 
 from pytest_adare.image.agent_bundle import build_agent_bundle
 from pytest_adare.vm import VM
+from pytest_adare.vm_options import VMOptions
 
 pytestmark = pytest.mark.e2e
 
@@ -22,7 +23,8 @@ def test_a_changed_bundle_reaches_the_guest_through_the_initrd(tmp_path: Path) -
     # As if the baked agent were older than ours: the bundle must go along.
     stale = replace(image, agent=replace(image.agent, bundle_hash="an-older-bundle"))
     bundle = build_agent_bundle(gui=image.desktop)
-    with VM(stale, tmp_path, name="handoff") as vm:
+    # Cold: a warm start would load a saved guest instead of booting this hand-off.
+    with VM(stale, tmp_path, VMOptions(warm="off"), name="handoff") as vm:
         boot = next(p for p in vm.phases if p.name == "boot")
         assert "config + newer bundle via initrd" in boot.detail
         assert vm.guest.server_info["bundle_hash"] == bundle.bundle_hash
