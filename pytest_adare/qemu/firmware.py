@@ -18,12 +18,12 @@ names the failure in one sentence, or returns None while the boot may still succ
 from __future__ import annotations
 
 import re
-import subprocess
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_adare.errors import ImageError, VMLaunchError
+from pytest_adare.errors import ImageError
+from pytest_adare.qemu.qemu_img import qemu_img
 
 OVMF_PAIRS: tuple[tuple[str, str], ...] = (
     ("/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"),
@@ -75,16 +75,10 @@ def uefi_vars_copy(firmware: UefiFirmware, out: Path) -> Path:
     :raise VMLaunchError: ``qemu-img`` failed.
     """
     out.unlink(missing_ok=True)
-    cmd = ["qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2",
-           str(firmware.vars_template), str(out)]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
-    if done.returncode != 0:
-        raise VMLaunchError(
-            "could not copy the UEFI variables store",
-            exitcode=done.returncode,
-            command=cmd,
-            output=done.stdout + done.stderr,
-        )
+    qemu_img(
+        "convert", "-q", "-f", "raw", "-O", "qcow2", str(firmware.vars_template), str(out),
+        what="copy the UEFI variables store",
+    )
     return out
 
 

@@ -54,6 +54,7 @@ from pytest_adare.qemu.firmware import (
     firmware_name,
     uefi_vars_copy,
 )
+from pytest_adare.qemu.qemu_img import qemu_img
 from pytest_adare.qemu.reaper import spawn
 
 # Seconds between typed characters: the guest must drain the PS/2 queue in between.
@@ -270,26 +271,11 @@ class Machine:
                     f"base disk {base} does not exist", exitcode=None, command=[], output=""
                 )
             self.overlay_path.unlink(missing_ok=True)
-            cmd = [
-                "qemu-img",
-                "create",
-                "-q",
-                "-f",
-                "qcow2",
-                "-F",
-                self.manifest.format,
-                "-b",
-                str(base),
-                str(self.overlay_path),
-            ]
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
-            if done.returncode != 0:
-                raise VMLaunchError(
-                    "could not create the overlay disk",
-                    exitcode=done.returncode,
-                    command=cmd,
-                    output=done.stdout + done.stderr,
-                )
+            qemu_img(
+                "create", "-q", "-f", "qcow2", "-F", self.manifest.format,
+                "-b", str(base), str(self.overlay_path),
+                what="create the overlay disk",
+            )  # fmt: skip
 
     def config(self, choice: AccelChoice) -> MachineConfig:
         """The :class:`MachineConfig` this machine launches with under ``choice``."""
