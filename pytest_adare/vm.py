@@ -46,6 +46,7 @@ from pytest_adare.agent.install import (
     prepare_boot_handoff,
     qga_run,
     uses_boot_handoff,
+    uses_initrd_handoff,
 )
 from pytest_adare.agent.serial_client import SerialAgentClient
 from pytest_adare.agent.websocket_client import AgentClient
@@ -84,7 +85,13 @@ from pytest_adare.qemu.saved_state import (
 )
 from pytest_adare.qemu.screen import QemuScreen
 from pytest_adare.vm_options import READY_TAG, VMOptions
-from pytest_adare.warm_start import WarmPlan, boot_files, saved_boot_inputs, warm_plan
+from pytest_adare.warm_start import (
+    WarmPlan,
+    boot_files,
+    cold_only_reason,
+    saved_boot_inputs,
+    warm_plan,
+)
 
 T = TypeVar("T")
 Progress = Callable[[str], None]
@@ -119,8 +126,9 @@ class MachineFactory(Protocol):
 
 QGAFactory = Callable[[Path], AsyncQGAClient]
 """Makes the QGA client for the machine's ``qga_path``."""
-Connector = Callable[["VM"], Awaitable[AgentConnection]]
-"""Opens the agent connection of a started VM (:raise AgentUnreachable: when it cannot)."""
+Connector = Callable[["VM", str], Awaitable[AgentConnection]]
+"""Opens the agent connection of a started VM with a bearer token (:raise
+AgentUnreachable: when it cannot)."""
 
 
 @dataclass(frozen=True)
@@ -297,19 +305,8 @@ class VM:
                 booted = replace(self.manifest, initrd=handoff.initrd)
         seed = self._seed = self._cloud_init_seed()
         t = time.monotonic()
-        self._machine = self._new_machine(
-            booted,
-            self.workdir,
-            memory_mib=self.options.memory_mib,
-            cpus=self.options.cpus,
-            accel=self.options.accel,
-            network=self.options.network,
-            fw_cfg=entries,
-            name=self.name,
-            firmware=self.firmware,
-            seed=seed,
-            rtc_base=self.options.rtc_base,
-            agent_link=self._agent_link,
+        self._machine = self._make_machine(
+            booted, entries, firmware=self.firmware, seed=seed, rtc_base=self.options.rtc_base
         )
         self.machine.start()
         accel = self.machine.accel_reason or f"accel {self.machine.accel}"
@@ -328,6 +325,24 @@ class VM:
     # (``rekey``) and sets the guest clock from the host's (hours may have passed). Any
     # failure discards that state and boots cold, which saves a new one.
 
+    def _make_machine(
+        self, image: MachineImage, fw_cfg: Mapping[str, Path], **extra: Any
+    ) -> Machine:
+        """This VM's (unstarted) machine for ``image``: what every start shares, plus
+        ``extra`` (the cold boot's firmware, seed and clock; the warm start's ``incoming``)."""
+        return self._new_machine(
+            image,
+            self.workdir,
+            memory_mib=self.options.memory_mib,
+            cpus=self.options.cpus,
+            accel=self.options.accel,
+            network=self.options.network,
+            fw_cfg=fw_cfg,
+            name=self.name,
+            agent_link=self._agent_link,
+            **extra,
+        )
+
     def _link_line(self) -> str:
         if not self.layout.serial_device:
             return "no agent serial link"
@@ -336,19 +351,19 @@ class VM:
 
     def _warm_plan(self) -> WarmPlan:
         assert self._bundle is not None
-        accel = choose_accel(
-            self.options.accel,
-            probe_kernel=None if self.manifest.kernel is None else Path(self.manifest.kernel),
-        )
-        plan = warm_plan(
-            self.manifest,
-            self.options,
-            accel=accel,
-            bundle_hash=self._bundle.bundle_hash,
-            run_dir=str(self.layout.run_dir),
-            handoff="initrd" if self.handoff and self.manifest.initrd else str(self.handoff),
-            custom_config=self._custom_config,
-        )
+        reason = cold_only_reason(self.manifest, self.options, self._custom_config)
+        if reason is not None:  # no key to compute, so no accelerator to choose either
+            plan = WarmPlan(None, None, reason)
+        else:
+            route = "initrd" if uses_initrd_handoff(self.manifest) else "fw_cfg"
+            plan = warm_plan(
+                self.manifest,
+                self.options,
+                accel=choose_accel(self.options.accel, probe_kernel=self.manifest.kernel),
+                bundle_hash=self._bundle.bundle_hash,
+                run_dir=str(self.layout.run_dir),
+                handoff=route if self.handoff else "none",
+            )
         if self._progress is not None:
             self._progress(f"{self.name} warm: {plan.reason}")
         return plan
@@ -359,18 +374,7 @@ class VM:
         initrd, fw_cfg = saved_boot_inputs(saved)
         booted = replace(self.manifest, disk=saved.disk, format="qcow2", initrd=initrd)
         try:
-            self._machine = self._new_machine(
-                booted,
-                self.workdir,
-                memory_mib=self.options.memory_mib,
-                cpus=self.options.cpus,
-                accel=self.options.accel,
-                network=self.options.network,
-                fw_cfg=fw_cfg,
-                name=self.name,
-                incoming=True,
-                agent_link=self._agent_link,
-            )
+            self._machine = self._make_machine(booted, fw_cfg, incoming=True)
             self.machine.start()
             boot_lines = saved.meta.get("console_tail", "")
             self.machine.seed_console(
@@ -395,12 +399,8 @@ class VM:
         await load_state(self.machine, saved.state, self.options.boot_timeout)
         self._phase("warm", started, f"ready state {saved.key[:12]} loaded")
         t = time.monotonic()
-        own, self.token = self.token, saved.meta["agent_token"]
-        try:
-            connection = await self._aconnect()
-        finally:
-            self.token = own
-        tool_result("rekey", await connection.call("rekey", {"token": own}, 30.0))
+        connection = await self._aconnect(saved.meta["agent_token"])
+        tool_result("rekey", await connection.call("rekey", {"token": self.token}, 30.0))
         guest = self._attach(connection)
         if self.layout.os == "windows":
             await guest.aio.set_time(datetime.now(timezone.utc))
@@ -603,8 +603,9 @@ class VM:
 
         await self.machine.bounded(sync(), timeout + 5, "qemu-ga to answer guest-sync")
 
-    async def open_transport(self) -> AgentConnection:
-        """Connect to the agent over ``transport`` (the default connector).
+    async def open_transport(self, token: str) -> AgentConnection:
+        """Connect to the agent over ``transport`` with ``token`` (the default connector;
+        the serial link needs no token: only this host holds its socket).
 
         :raise AgentUnreachable: the agent did not answer (not yet diagnosed).
         """
@@ -619,11 +620,12 @@ class VM:
                 ) from exc
         port = self.machine.agent_port
         assert port is not None, "websocket transport without a forwarded port"
-        return await AgentClient.connect("127.0.0.1", port, self.token, backoff=0.5)
+        return await AgentClient.connect("127.0.0.1", port, token, backoff=0.5)
 
-    async def _aconnect(self) -> AgentConnection:
+    async def _aconnect(self, token: str | None = None) -> AgentConnection:
+        """Connect with ``token`` (default: this VM's own); a failure is diagnosed."""
         try:
-            return await self._connector(self)
+            return await self._connector(self, token or self.token)
         except AgentUnreachable as failure:
             self.machine.check_alive()
             raise await self._adiagnose(failure) from failure

@@ -209,7 +209,7 @@ class Parts:
         self.qgas.append(qga)
         return qga
 
-    async def connect(self, vm: VM) -> FakeConnection:
+    async def connect(self, vm: VM, token: str) -> FakeConnection:
         self.log.append(f"connect to {vm.machine.id}")  # type: ignore[attr-defined]
         if self.dies_on_connect is not None:
             self.machines[-1].died = self.dies_on_connect
@@ -531,8 +531,8 @@ def test_auto_on_a_desktop_whose_agent_has_no_display_takes_qemus_and_says_why(
 ) -> None:
     connect = parts.connect
 
-    async def connect_without_display(vm: VM) -> FakeConnection:
-        connection = await connect(vm)
+    async def connect_without_display(vm: VM, token: str) -> FakeConnection:
+        connection = await connect(vm, token)
         answer = connection.call
 
         async def call(
