@@ -165,16 +165,15 @@ class AgentClient(CallRouter):
     # -- the transport ----------------------------------------------------------------
 
     async def _transmit(self, text: str) -> None:
-        try:
-            await self._ws.send(text)
-        except ConnectionClosed as exc:
-            raise AgentDisconnected(
-                f"connection to the agent at {self.peer} closed: {describe_error(exc)}"
-            ) from exc
+        await self._send(text)
 
     async def _transmit_binary(self, data: bytes) -> None:
+        await self._send(data)
+
+    async def _send(self, message: str | bytes) -> None:
+        """A text frame for a str, a binary frame for bytes (what websockets does)."""
         try:
-            await self._ws.send(data)
+            await self._ws.send(message)
         except ConnectionClosed as exc:
             raise AgentDisconnected(
                 f"connection to the agent at {self.peer} closed: {describe_error(exc)}"
