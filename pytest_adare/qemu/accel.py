@@ -113,7 +113,15 @@ def _host_key(qemu_binary: str) -> str:
 
 
 def _kernel_key(kernel: Path) -> str:
-    return hashlib.sha256(kernel.read_bytes()).hexdigest()
+    stat = kernel.stat()
+    return _kernel_digest(str(kernel.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _kernel_digest(path: str, size: int, mtime_ns: int) -> str:
+    # Hashed once per process and kernel file (by size and mtime): every VM start asks
+    # for the accelerator, and hashing a kernel costs ~30 ms under load.
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 class _ProbeCache:

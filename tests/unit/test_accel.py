@@ -44,3 +44,14 @@ def test_a_cached_verdict_is_used_without_booting_anything(
     )
     # An explicit kvm request reuses the CPU model the probe saw working.
     assert choose_accel("kvm", cache_path=cache).cpu_model == "qemu64"
+
+
+def test_a_rewritten_kernel_is_hashed_again(tmp_path: Path) -> None:
+    from pytest_adare.qemu.accel import _kernel_key
+
+    kernel = tmp_path / "vmlinuz"
+    kernel.write_bytes(b"first kernel")
+    first = _kernel_key(kernel)
+    assert _kernel_key(kernel) == first == hashlib.sha256(b"first kernel").hexdigest()
+    kernel.write_bytes(b"second kernel, longer")
+    assert _kernel_key(kernel) == hashlib.sha256(b"second kernel, longer").hexdigest()
