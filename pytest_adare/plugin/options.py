@@ -8,7 +8,6 @@ and returns what that test needs (:class:`VMRequest`).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -474,8 +473,3 @@ def _marker_choice(value: Any, choices: tuple[C, ...], key: str) -> C:
         if value == choice:
             return choice
     raise ValueError(f"adare_vm marker: {key}={value!r} is not one of {', '.join(choices)}")
-
-
-def replace_options(options: AdareOptions, **changes: Any) -> AdareOptions:
-    """A copy of ``options`` with ``changes`` (used by ``adare_vm_factory``)."""
-    return dataclasses.replace(options, **changes)
