@@ -37,6 +37,7 @@ from PIL import Image, ImageDraw
 from pytest_adare.errors import AdareError
 from pytest_adare.screen_wait import (
     EventSource,
+    OnScreen,
     Region,
     Screenshot,
     Watched,
@@ -69,7 +70,7 @@ _MIN_VARIANCE = 0.25  # per pixel: flatter windows (no contrast) score 0, not no
 
 
 @dataclass(frozen=True)
-class Box:
+class Box(OnScreen):
     """Where a template matched: top-left ``x, y``, size, and the score in [-1, 1]."""
 
     x: int
@@ -77,11 +78,6 @@ class Box:
     width: int
     height: int
     score: float
-
-    @property
-    def center(self) -> tuple[int, int]:
-        """The middle of the box, e.g. to click on."""
-        return self.x + self.width // 2, self.y + self.height // 2
 
 
 class NeedleError(AdareError, ValueError):

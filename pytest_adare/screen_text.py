@@ -43,6 +43,7 @@ from PIL import Image, ImageOps
 from pytest_adare.errors import AdareError
 from pytest_adare.screen_wait import (
     EventSource,
+    OnScreen,
     Region,
     Screenshot,
     Watched,
@@ -129,7 +130,7 @@ class OcrLine:
 
 
 @dataclass(frozen=True)
-class TextMatch:
+class TextMatch(OnScreen):
     """Where a pattern was read: the matched ``text``, its box on the screen, and the
     ``confidence`` (0-1) of the least sure word in it."""
 
@@ -141,11 +142,6 @@ class TextMatch:
     confidence: float
     line: str
     """The whole line the match was found in."""
-
-    @property
-    def center(self) -> tuple[int, int]:
-        """The middle of the box, e.g. to click on."""
-        return self.x + self.width // 2, self.y + self.height // 2
 
     @property
     def box(self) -> Region:

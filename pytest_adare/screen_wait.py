@@ -34,6 +34,21 @@ MAX_DELAY = 1.0
 DELAY_GROWTH = 1.6
 
 
+class OnScreen:
+    """What a found thing has in common (``Box``, ``TextMatch``): a box in screen pixels
+    and its centre."""
+
+    x: int
+    y: int
+    width: int
+    height: int
+
+    @property
+    def center(self) -> tuple[int, int]:
+        """The middle of the box, e.g. to click on."""
+        return self.x + self.width // 2, self.y + self.height // 2
+
+
 class EventSource(Protocol):
     """Anything with ``subscribe(callback) -> unsubscribe`` (the facade's ``guest.events``)."""
 
