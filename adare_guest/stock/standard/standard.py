@@ -32,15 +32,6 @@ _TIMESTAMP_FIELDS = {
     "ctime": "st_ctime",
     "birthtime": "st_birthtime",
 }
-_SNIPPET = 200
-
-
-def _snippet(text: str) -> str:
-    if len(text) <= _SNIPPET:
-        return repr(text)
-    return f"{text[:_SNIPPET]!r}... ({len(text)} chars)"
-
-
 def _lstat(ctx: TestContext, path: str) -> os.stat_result:
     try:
         return os.lstat(path)
@@ -106,7 +97,7 @@ def content_equals(ctx: TestContext, path: str, expected: str, encoding: str = "
         ctx.fail_if(not outcome.ok, f"{path}: {outcome.message}")
         return f"{path} matches the template: {outcome.message}"
     ctx.fail_if(
-        content != expected, f"{path} holds {_snippet(content)}, expected {_snippet(expected)}"
+        content != expected, f"{path} holds {snippet(content)}, expected {snippet(expected)}"
     )
     return f"{path} holds the expected {len(expected)} characters"
 
@@ -116,9 +107,9 @@ def content_contains(ctx: TestContext, path: str, text: str, encoding: str = "ut
     content = _read_text(ctx, path, encoding)
     ctx.fail_if(
         text not in content,
-        f"{path} does not contain {_snippet(text)}; it holds {_snippet(content)}",
+        f"{path} does not contain {snippet(text)}; it holds {snippet(content)}",
     )
-    return f"{path} contains {_snippet(text)}"
+    return f"{path} contains {snippet(text)}"
 
 
 @testfunction(description="the file's text matches the regular expression `pattern` (re.search)")
@@ -138,9 +129,9 @@ def content_matches(
         raise
     content = _read_text(ctx, path, encoding)
     match = regex.search(content)
-    ctx.fail_if(match is None, f"{path} has no match for /{pattern}/; it holds {_snippet(content)}")
+    ctx.fail_if(match is None, f"{path} has no match for /{pattern}/; it holds {snippet(content)}")
     assert match is not None
-    return f"{path} matches /{pattern}/ at offset {match.start()}: {_snippet(match.group(0))}"
+    return f"{path} matches /{pattern}/ at offset {match.start()}: {snippet(match.group(0))}"
 
 
 @testfunction(description="the file's sha256 (hex) equals `sha256`")
