@@ -34,6 +34,10 @@ def test_a_later_vm_starts_warm_re_keyed_with_the_host_clock(tmp_path: Path) -> 
         names = [p.name for p in second.phases]
         assert "warm" in names and "boot" not in names and "install" not in names, lines
         assert any("agent re-keyed" in p.detail for p in second.phases)
+        # Failure reports still show how the guest booted: the saved boot's console lines.
+        tail = second.console_tail(400)
+        marker = next(i for i, line in enumerate(tail) if "adare: warm start" in line)
+        assert any("adare-init: agent started" in line for line in tail[:marker])
         # The saved state is from before the first VM wrote its file.
         assert second.guest.shell("test -e /root/later.txt").returncode == 1
         # The guest clock is the host's, not the moment the state was saved.
