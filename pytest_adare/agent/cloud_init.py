@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_adare.agent.install import GuestLayout
+from adare_guest.config import DEFAULT_PORT
+from pytest_adare.agent.install import FIREWALL_SCRIPT, GuestLayout
 from pytest_adare.image.agent_bundle import AgentBundle
 
 SEED_LABEL = "cidata"
@@ -48,6 +49,7 @@ def service_unit(layout: GuestLayout) -> str:
 def user_data(layout: GuestLayout, bundle: bytes, config: Mapping[str, Any]) -> str:
     """The ``#cloud-config`` that installs and starts the agent (JSON is valid YAML)."""
     unit_path = posixpath.join("/etc/systemd/system", SERVICE_NAME)
+    firewall_path = posixpath.join(layout.agent_dir, "firewall.py")
     document = {
         # Generating locales costs tens of seconds under TCG and the agent needs none.
         "locale": False,
@@ -64,10 +66,13 @@ def user_data(layout: GuestLayout, bundle: bytes, config: Mapping[str, Any]) -> 
                 "permissions": "0600",
             },
             {"path": unit_path, "content": service_unit(layout), "permissions": "0644"},
+            {"path": firewall_path, "content": FIREWALL_SCRIPT, "permissions": "0644"},
         ],
         # write_files runs after systemd planned the boot: start the unit explicitly,
         # without waiting for the boot to finish (cloud-final is part of it).
         "runcmd": [
+            # The agent's port in the guest's firewalls, in memory only (as over QGA).
+            [layout.python, firewall_path, str(config.get("port", DEFAULT_PORT))],
             ["systemctl", "daemon-reload"],
             ["systemctl", "start", "--no-block", SERVICE_NAME],
         ],

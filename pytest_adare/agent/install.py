@@ -10,7 +10,8 @@ Two paths (DESIGN §5, docs/runtime.md):
   starts the agent. No QGA round trip at all. The initrd with the bundle is cached
   (same for every VM); only the small ``config.json`` archive is per VM.
 * **Install over QGA** (any Linux/Windows guest with ``qemu-ga`` and Python 3):
-  :func:`install_agent` opens the firewall port, asks the installed agent (if any) for
+  :func:`install_agent` opens the firewall port (:mod:`adare_guest.firewall`), asks
+  the installed agent (if any) for
   its identity and skips the upload when it equals ours, else writes the bundle with
   QGA file writes; then writes ``config.json`` with the token and starts the agent:
   as a transient systemd unit (``systemd-run``: restarted on failure, logs in the
@@ -31,6 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,8 @@ PYTHON_FLOOR = (3, 10)
 Debian 12, Ubuntu 22.04 and later; RHEL 9's 3.9 is too old)."""
 PYTHON_VERSION_SCRIPT = "import sys; print('%d.%d.%d' % sys.version_info[:3])"
 TRANSIENT_UNIT = "adare-agent-qga"
+FIREWALL_SCRIPT = resources.files("adare_guest").joinpath("firewall.py").read_text("utf-8")
+"""The guest-side firewall step (:mod:`adare_guest.firewall`), run as ``python3 -c``."""
 """The ``systemd-run`` unit of an agent installed over QGA."""
 
 
@@ -263,7 +267,8 @@ async def qga_run(
 
 
 async def open_firewall(qga: AsyncQGAClient, layout: GuestLayout) -> str:
-    """Open the agent's port in the guest firewall (in memory only); says what it did."""
+    """Open the agent's port in the guest's firewalls (in memory only: firewalld's runtime
+    rule, nftables, iptables/ufw; see :mod:`adare_guest.firewall`); says what it did."""
     if layout.os == "windows":
         rule = (
             "New-NetFirewallRule -DisplayName 'adare agent' -Direction Inbound "
@@ -271,20 +276,26 @@ async def open_firewall(qga: AsyncQGAClient, layout: GuestLayout) -> str:
         )
         code, _, err = await qga_run(qga, ["powershell", "-NoProfile", "-Command", rule])
         return "rule added" if code == 0 else f"New-NetFirewallRule failed: {err.strip()[:200]}"
-    # Not --permanent: only firewalld's runtime state changes, nothing on disk.
-    script = (
-        "command -v firewall-cmd >/dev/null 2>&1 || { echo absent; exit 0; }; "
-        f"firewall-cmd --add-port={AGENT_PORT}/tcp"
-    )
-    code, out, err = await qga_run(qga, ["/bin/sh", "-c", script])
-    text = (out + err).strip()
-    if text == "absent":
-        return "no firewall-cmd"
-    return (
-        f"firewall-cmd: {text[:200]}"
-        if code == 0
-        else f"firewall-cmd failed ({code}): {text[:200]}"
-    )
+    code, out, err = await qga_run(qga, [layout.python, "-c", FIREWALL_SCRIPT, str(AGENT_PORT)])
+    return describe_firewall(code, out, err)
+
+
+def describe_firewall(code: int, out: str, err: str) -> str:
+    """One line from the firewall script's exit code and output (guest data: bounded,
+    and a report that is not the script's JSON is said to be one)."""
+    if code != 0:
+        return f"firewall step failed ({code}): {(err or out).strip()[-200:]}"
+    lines = out.strip().splitlines()
+    try:
+        report = json.loads(lines[-1]) if lines else None
+        actions = report["actions"] if isinstance(report, dict) else None
+    except (ValueError, KeyError):
+        actions = None
+    if not isinstance(actions, list):
+        return f"firewall step gave no report: {out.strip()[:200]!r}"
+    if not actions:
+        return "none active"
+    return "; ".join(str(action)[:200] for action in actions[:8])
 
 
 async def installed_identity(qga: AsyncQGAClient, layout: GuestLayout) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ import pytest
 from pytest_adare.agent import delivery
 from pytest_adare.agent.cloud_init import user_data, write_seed
 from pytest_adare.agent.delivery import await_delivery
-from pytest_adare.agent.install import GuestLayout
+from pytest_adare.agent.install import FIREWALL_SCRIPT, GuestLayout
 from pytest_adare.errors import AgentUnreachable
 from pytest_adare.image.agent_bundle import AgentBundle
 
@@ -70,6 +70,9 @@ def test_the_seed_is_a_cidata_volume_holding_the_agent_and_its_private_config(
     unit = written["/etc/systemd/system/adare-agent.service"]["content"]
     assert "ExecStart=/usr/bin/env python3 /adare/agent/bundle.pyz /adare/run" in unit
     assert ["systemctl", "start", "--no-block", "adare-agent.service"] in document["runcmd"]
+    # The firewall step (adare_guest.firewall) runs before the agent starts.
+    assert written["/adare/agent/firewall.py"]["content"] == FIREWALL_SCRIPT
+    assert document["runcmd"][0] == ["python3", "/adare/agent/firewall.py", "18765"]
 
 
 def test_user_data_carries_the_bundle_byte_for_byte() -> None:

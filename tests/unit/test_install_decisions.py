@@ -1,8 +1,9 @@
 """What the agent install decides, over a fake QGA that plays a guest.
 
 ``install_agent`` asks the guest which agent bundle it has and pushes ours only when it
-differs; the firewall step runs its real shell script in a sandbox whose PATH holds
-only what the fake guest has; ``uses_boot_handoff``/``uses_initrd_handoff`` choose the
+differs; the firewall step runs its real script (:mod:`adare_guest.firewall`) in a
+sandbox whose PATH holds only what the fake guest has (real nftables and iptables:
+tests/integration/test_guest_firewall.py); ``uses_boot_handoff``/``uses_initrd_handoff`` choose the
 route from the manifest alone.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +22,12 @@ import pytest
 
 from pytest_adare.agent.install import (
     AGENT_PORT,
+    FIREWALL_SCRIPT,
     IDENTITY_SCRIPT,
     PYTHON_VERSION_SCRIPT,
     STOP_SCRIPT,
     GuestLayout,
+    describe_firewall,
     install_agent,
     uses_boot_handoff,
     uses_initrd_handoff,
@@ -86,9 +90,9 @@ class FakeQGA:
             if self.identity is None:
                 return QGAExecResult(2, b"", b"can't open file 'bundle.pyz'")
             return QGAExecResult(0, self.identity.encode(), b"")
-        if argv[0] == "/bin/sh" and "firewall-cmd" in argv[2] and "nohup" not in argv[2]:
+        if list(argv[1:3]) == ["-c", FIREWALL_SCRIPT]:
             done = await asyncio.to_thread(
-                subprocess.run, list(argv), capture_output=True,
+                subprocess.run, [sys.executable, *argv[1:]], capture_output=True,
                 env={"PATH": str(self.sandbox)}, timeout=timeout,
             )  # fmt: skip
             return QGAExecResult(done.returncode, done.stdout, done.stderr)
@@ -120,6 +124,8 @@ def _step(kind: str, what: Any) -> str:
         return "stop"
     if argv[1:3] == ["-c", PYTHON_VERSION_SCRIPT]:
         return "python"
+    if argv[1:3] == ["-c", FIREWALL_SCRIPT]:
+        return "firewall"
     if argv[0] in ("mkdir", "mv"):
         return argv[0]
     script = " ".join(argv[1:])
@@ -191,7 +197,7 @@ def test_a_guest_without_an_agent_gets_one(tmp_path: Path, bundle: AgentBundle) 
     report = _install(qga, bundle)
     assert (report.action, report.installed_identity) == ("installed", None)
     assert "write /adare/agent/bundle.pyz.part" in qga.steps()
-    assert report.describe() == "installed (none found; firewall: no firewall-cmd)"
+    assert report.describe() == "installed (none found; firewall: none active)"
 
 
 @pytest.mark.parametrize(
@@ -213,7 +219,7 @@ def test_a_guest_without_firewall_cmd_gets_only_the_probe(
 ) -> None:
     qga = FakeQGA(tmp_path / "guest", identity=None, firewall_cmd=None)
     report = _install(qga, bundle)
-    assert report.firewall == "no firewall-cmd"
+    assert report.firewall == "none active"
     assert qga.firewall_args == []
     # Only the probe touched the firewall, and nothing else ran a firewall tool.
     assert qga.steps().count("firewall") == 1
@@ -224,19 +230,45 @@ def test_a_guest_with_firewalld_opens_the_agent_port_at_runtime_only(
 ) -> None:
     qga = FakeQGA(tmp_path / "guest", identity=None, firewall_cmd="echo success")
     report = _install(qga, bundle)
-    assert qga.firewall_args == [f"--add-port={AGENT_PORT}/tcp"]
-    assert report.firewall == "firewall-cmd: success"
+    assert qga.firewall_args == ["--state", f"--add-port={AGENT_PORT}/tcp"]
+    assert report.firewall == f"firewalld: {AGENT_PORT}/tcp added (runtime)"
+
+
+def test_an_installed_but_stopped_firewalld_is_left_alone(
+    tmp_path: Path, bundle: AgentBundle
+) -> None:
+    script = "echo not running; exit 252"
+    qga = FakeQGA(tmp_path / "guest", identity=None, firewall_cmd=script)
+    report = _install(qga, bundle)
+    assert qga.firewall_args == ["--state"]
+    assert report.firewall == "none active"
 
 
 def test_a_failing_firewall_cmd_is_reported_and_install_goes_on(
     tmp_path: Path, bundle: AgentBundle
 ) -> None:
-    script = "echo FirewallD is not running >&2; exit 252"
+    script = 'case "$1" in --state) echo running;; *) echo Error: INVALID_ZONE >&2; exit 252;; esac'
     qga = FakeQGA(tmp_path / "guest", identity=None, firewall_cmd=script)
     report = _install(qga, bundle)
-    assert report.firewall == "firewall-cmd failed (252): FirewallD is not running"
+    assert report.firewall == "firewalld: --add-port failed (252): Error: INVALID_ZONE"
     assert report.action == "installed"
     assert qga.steps()[-1] == "start"
+
+
+@pytest.mark.parametrize(
+    ("code", "out", "err", "expected"),
+    [
+        (1, "", "Traceback ...\nSyntaxError: invalid syntax", "firewall step failed (1): "
+         "Traceback ...\nSyntaxError: invalid syntax"),
+        (0, "garbage", "", "firewall step gave no report: 'garbage'"),
+        (0, '{"actions": "all"}', "", "firewall step gave no report: '{\"actions\": \"all\"}'"),
+        (0, "", "", "firewall step gave no report: ''"),
+        (0, json.dumps({"port": 1, "actions": ["x" * 500] * 20}), "", "; ".join(["x" * 200] * 8)),
+    ],
+    ids=["crashed", "not-json", "not-a-list", "empty", "oversized"],
+)
+def test_a_firewall_report_is_guest_data(code: int, out: str, err: str, expected: str) -> None:
+    assert describe_firewall(code, out, err) == expected
 
 
 def test_a_windows_guest_gets_a_firewall_rule_and_no_shell(
