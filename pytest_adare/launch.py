@@ -19,7 +19,15 @@ from pathlib import Path
 
 from pytest_adare.image.resolve import resolve_image
 from pytest_adare.vm import VM
-from pytest_adare.vm_options import Accel, FirmwareChoice, GuiMode, Transport, VMOptions, Warm
+from pytest_adare.vm_options import (
+    READY_TIMEOUT,
+    Accel,
+    FirmwareChoice,
+    GuiMode,
+    Transport,
+    VMOptions,
+    Warm,
+)
 
 
 def _print_progress(line: str) -> None:
@@ -40,6 +48,8 @@ def launch(
     warm: Warm = "auto",
     firmware: FirmwareChoice = "auto",
     hypervisor: str | None = None,
+    ready_command: str | None = None,
+    ready_timeout: float = READY_TIMEOUT,
     workdir: str | Path | None = None,
     keep_workdir: bool = False,
     progress: Callable[[str], None] | None = _print_progress,
@@ -68,6 +78,11 @@ def launch(
     ``clock`` (ISO 8601, e.g. ``"2024-03-01T09:00:00Z"``) boots the guest with its clock
     there, running on the VM's virtual clock.
 
+    ``ready_command`` (a guest shell command, e.g. ``"systemctl is-active my-app"``): the
+    VM is ready once it exits 0, tried every second for up to ``ready_timeout`` seconds
+    after the agent connects (instead of waiting for systemd); default: the manifest's
+    ``ready_command``, else systemd's own verdict on a disk of the user's.
+
     :raise ValueError: an option has a value it cannot take (before anything starts).
     :raise ImageError: the image spec cannot be resolved.
     :raise VMLaunchError: QEMU could not start.
@@ -86,6 +101,8 @@ def launch(
         warm=warm,
         firmware=firmware,
         hypervisor=hypervisor,
+        ready_command=ready_command,
+        ready_timeout=ready_timeout,
     )
     manifest = resolve_image(str(image), progress=progress)
     own_dir = workdir is None

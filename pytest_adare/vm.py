@@ -159,6 +159,10 @@ class GuiChoice:
 
 SETTLE_TIMEOUT = 180.0
 """Bound on ``systemctl is-system-running --wait`` before a systemd guest counts as ready."""
+READY_TRY_TIMEOUT = 60.0
+"""Bound on one run of the user's readiness command."""
+READY_RETRY_PAUSE = 1.0
+"""Seconds between two runs of the readiness command."""
 GUI_PROBE_TIMEOUT = 60.0
 """Bound on the agent's first screenshot when ``gui="auto"`` asks whether its display works."""
 
@@ -468,7 +472,9 @@ class VM:
         guest = self._attach(connection)
         info = connection.server_info
         self._phase("connect", t, f"{self.transport}, agent {info.get('version', '?')}")
-        if not self.handoff:
+        if self.ready_command is not None:
+            await self._await_ready_command(guest, self.ready_command)
+        elif not self.handoff:
             await self._await_system_running(guest)
         if self.manifest.desktop:
             t = time.monotonic()
@@ -538,6 +544,41 @@ class VM:
             ping_timeout = min(ping_timeout * 1.5, LISTEN_PING_MAX_TIMEOUT)
             await asyncio.sleep(0.2)
         return False
+
+    @property
+    def ready_command(self) -> str | None:
+        """The user's readiness command: the options', else the manifest's, else None."""
+        return self.options.ready_command or self.manifest.ready_command
+
+    async def _await_ready_command(self, guest: Guest, command: str) -> None:
+        """Ready means what the user says: run ``command`` until it exits 0 (once a
+        second, bounded by ``ready_timeout``); the timeout names the command, its tries
+        and its last answer."""
+        t = time.monotonic()
+        deadline = t + self.options.ready_timeout
+        tries = 0
+        while True:
+            tries += 1
+            remaining = deadline - time.monotonic()
+            try:
+                result = await guest.aio.shell(
+                    command, timeout=max(1.0, min(remaining, READY_TRY_TIMEOUT))
+                )
+            except (ToolError, VMTimeout) as error:
+                last = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+            else:
+                if result.returncode == 0:
+                    self._phase("settle", t, f"ready command exited 0 (try {tries})")
+                    return
+                output = (result.stdout + result.stderr).strip()
+                last = f"exit {result.returncode}" + (f": {output[-200:]}" if output else "")
+            if time.monotonic() + READY_RETRY_PAUSE >= deadline:
+                raise VMTimeout(
+                    f"the ready command {command!r} to exit 0 ({tries} tries; last: {last})",
+                    self.options.ready_timeout,
+                    self.machine.console_tail(),
+                )
+            await asyncio.sleep(READY_RETRY_PAUSE)
 
     async def _await_system_running(self, guest: Guest) -> None:
         """Ready means ready: on a systemd guest wait (bounded) until ``systemctl

@@ -30,6 +30,8 @@ BOOT_TIMEOUT = 300.0
 """Bound on guest boot up to the agent's start (TCG on a busy 2-core host is slow)."""
 DESKTOP_TIMEOUT = 120.0
 """Bound on a desktop guest's session getting a focused window after the agent connects."""
+READY_TIMEOUT = 300.0
+"""Bound on a user's readiness command exiting 0 (tried again every second until then)."""
 
 
 def rtc_base(clock: str) -> str:
@@ -48,6 +50,13 @@ def rtc_base(clock: str) -> str:
     if moment.year < 1970:
         raise ValueError(f"clock must be 1970 or later, got {clock!r}")
     return moment.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def check_ready_command(command: object, where: str) -> str:
+    """``command`` when it is a non-blank string without NUL; :raise ValueError: else."""
+    if not isinstance(command, str) or not command.strip() or "\0" in command:
+        raise ValueError(f"{where} must be a non-empty shell command, got {command!r}")
+    return command
 
 
 @dataclass(frozen=True)
@@ -87,10 +96,20 @@ class VMOptions:
     hypervisor: str | None = None
     """A libvirt URI (``qemu:///system``, ``qemu+ssh://user@host/system``): the guest runs
     as a transient domain there (docs/libvirt.md). None: QEMU started by this process."""
+    ready_command: str | None = None
+    """A guest shell command that exits 0 once the guest is ready for tests (e.g.
+    ``systemctl is-active my-app``): run after the agent connects, again every second
+    until it does, within :attr:`ready_timeout`; it replaces the wait for systemd.
+    None: the image manifest's ``ready_command``, else systemd's own verdict."""
+    ready_timeout: float = READY_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.clock is not None:
             rtc_base(self.clock)
+        if self.ready_command is not None:
+            check_ready_command(self.ready_command, "ready_command")
+        if self.ready_timeout <= 0:
+            raise ValueError(f"ready_timeout must be positive, got {self.ready_timeout}")
         checks: tuple[tuple[str, tuple[str, ...]], ...] = (
             ("accel", ACCELS),
             ("transport", TRANSPORTS),
@@ -144,4 +163,6 @@ class VMOptions:
             parts.append(f"firmware={self.firmware}")
         if self.hypervisor is not None:
             parts.append(f"hypervisor={self.hypervisor}")
+        if self.ready_command is not None:
+            parts.append(f"ready_command={self.ready_command!r}")
         return " ".join(parts)

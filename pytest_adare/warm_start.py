@@ -40,6 +40,8 @@ class WarmImage(Protocol):
     def memory_mib(self) -> int | None: ...
     @property
     def desktop(self) -> bool: ...
+    @property
+    def ready_command(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ def warm_plan(
         "desktop": str(image.desktop),
         "run_dir": run_dir,
         "handoff": handoff,
+        # The state is saved once the guest is ready, so it is only as ready as this says.
+        "ready": options.ready_command or image.ready_command or "",
     }
     key = state_key(parts)
     saved = find_state(key, root)

@@ -20,6 +20,7 @@ from typing import Any
 
 from pytest_adare.errors import ImageError
 from pytest_adare.image.partition_table import FIRMWARES, Firmware
+from pytest_adare.vm_options import check_ready_command
 
 MANIFEST_NAME = "adare-image.json"
 DISK_FORMATS = ("qcow2", "raw", "vmdk", "vdi", "vhdx", "vpc")
@@ -66,6 +67,9 @@ class ImageManifest:
     built_at: str | None = None
     firmware: Firmware = "bios"
     """What boots the disk when there is no ``kernel``: SeaBIOS or OVMF (UEFI)."""
+    ready_command: str | None = None
+    """A guest shell command that exits 0 once the guest is ready for tests (see
+    ``VMOptions.ready_command``, which overrides it)."""
     path: Path | None = None
     """Where the manifest was loaded from (None for a bare disk)."""
     firmware_reason: str = field(default="", compare=False)
@@ -146,6 +150,16 @@ class _Fields:
         if not resolved.is_file():
             raise self.fail(key, f"names {resolved}, which does not exist")
         return resolved
+
+
+def _ready_command_from(fields: _Fields) -> str | None:
+    command: str | None = fields.get("ready_command", str, None)
+    if command is not None:
+        try:
+            check_ready_command(command, "it")
+        except ValueError as error:
+            raise fields.fail("ready_command", str(error).removeprefix("it ")) from None
+    return command
 
 
 def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
@@ -249,6 +263,7 @@ def load_manifest(path: str | Path) -> ImageManifest:
         recipe_hash=fields.get("recipe_hash", str, None),
         built_at=fields.get("built_at", str, None),
         firmware=fields.get("firmware", str, "bios", choices=FIRMWARES),
+        ready_command=_ready_command_from(fields),
         path=source,
         firmware_reason="from the manifest" if "firmware" in data else "the manifest's default",
     )

@@ -28,6 +28,7 @@ from pytest_adare.vm_options import (
     TRANSPORTS,
     WARM_MODES,
     VMOptions,
+    check_ready_command,
 )
 
 C = TypeVar("C", bound=str)
@@ -145,6 +146,14 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "auto",
     ),
     OptionSpec(
+        "ready_command",
+        "a guest shell command that exits 0 once the guest is ready for tests (e.g. "
+        "'systemctl is-active my-app'): run after the agent connects, every second until it "
+        "does (up to 300 s), before the ready state is saved; instead of waiting for systemd "
+        "(default: the image manifest's ready_command, else systemd's own verdict)",
+        metavar="COMMAND",
+    ),
+    OptionSpec(
         "hypervisor",
         "run the guests as transient domains on this libvirt hypervisor (qemu:///system, "
         "qemu+ssh://user@host/system; the agent over its serial channel) instead of a QEMU "
@@ -175,7 +184,8 @@ MARKER_DOC = (
     "tests asking for the same); isolation overrides --adare-isolation for this test; gui=True (or "
     "'auto'/'agent'/'host') needs an image with a desktop; os='linux'|'windows' needs that guest "
     "OS; clock='2024-03-01T09:00:00Z' boots the guest with its clock there (its own VM); "
-    "warm='off' boots it cold; hypervisor='qemu:///system' runs it on that libvirt host. "
+    "warm='off' boots it cold; hypervisor='qemu:///system' runs it on that libvirt host; "
+    "ready_command='...' is the guest command that says the VM is ready (its own VM). "
     "Unmet needs skip the test with the reason."
 )
 
@@ -193,6 +203,7 @@ MARKER_KEYS = (
     "warm",
     "firmware",
     "hypervisor",
+    "ready_command",
 )
 
 
@@ -214,6 +225,7 @@ class AdareOptions:
     evidence: str = "off"
     record: str = "on-failure"
     warm: str = "auto"
+    ready_command: str | None = None
     hypervisor: str | None = None
     """The hypervisor this process's VMs run on (one of ``hypervisors``)."""
     hypervisors: tuple[str, ...] = ()
@@ -305,6 +317,13 @@ def parse_cpus(value: str | int, source: str) -> int:
     return cpus
 
 
+def _ready_command(value: str, source: str) -> str:
+    try:
+        return check_ready_command(value, "it")
+    except ValueError as error:
+        raise pytest.UsageError(f"{source}: {str(error).removeprefix('it ')}") from None
+
+
 def _choice(value: str, spec: OptionSpec, source: str) -> str:
     assert spec.choices is not None
     if value not in spec.choices:
@@ -363,6 +382,8 @@ def read_options(config: pytest.Config) -> AdareOptions:
             values["vm"] = _image_spec(raw, base)
         elif spec.name == "hypervisor" and raw.strip():
             values["hypervisors"] = parse_hypervisors(raw, base, source)
+        elif spec.name == "ready_command":
+            values["ready_command"] = _ready_command(raw, source)
         elif spec.name == "hypervisor_limit":
             values["hypervisor_limit"] = parse_limit(raw, source)
         elif spec.switch:
@@ -445,6 +466,9 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
             kwargs.get("firmware", options.firmware), FIRMWARE_CHOICES, "firmware"
         ),
         hypervisor=hypervisor or None,
+        ready_command=check_ready_command(ready, "adare_vm marker: ready_command")
+        if (ready := kwargs.get("ready_command", options.ready_command)) is not None
+        else None,
     )
     return VMRequest(
         image=str(image),

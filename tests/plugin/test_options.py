@@ -98,6 +98,7 @@ def test_ini_paths_are_relative_to_the_ini_file(pytester: pytest.Pytester) -> No
         ("memory", "16", "16 MiB is too little memory*"),
         ("cpus", "two", "expected a number of CPUs, got 'two'"),
         ("cpus", "0", "expected at least 1 CPU, got '0'"),
+        ("ready-command", " ", "must be a non-empty shell command, got ' '"),
     ],
 )
 def test_bad_values_are_usage_errors(
@@ -189,6 +190,35 @@ def test_firmware_from_the_command_line_or_the_marker_makes_its_own_vm() -> None
     assert marked.vm_key != apply_marker(options, None).vm_key
     with pytest.raises(ValueError, match="firmware='efi' is not one of auto, bios, uefi"):
         apply_marker(options, pytest.mark.adare_vm(firmware="efi").mark)
+
+
+def test_a_ready_command_from_the_options_or_the_marker_makes_its_own_vm() -> None:
+    options = AdareOptions(vm="disk.qcow2", ready_command="test -e /run/app.ready")
+    session = apply_marker(options, None)
+    assert session.options.ready_command == "test -e /run/app.ready"
+    marked = apply_marker(options, pytest.mark.adare_vm(ready_command="pgrep app").mark)
+    assert marked.options.ready_command == "pgrep app"
+    assert marked.vm_key != session.vm_key
+    assert apply_marker(AdareOptions(vm="x"), None).options.ready_command is None
+    with pytest.raises(ValueError, match="ready_command must be a non-empty shell command"):
+        apply_marker(options, pytest.mark.adare_vm(ready_command="").mark)
+
+
+def test_the_ready_command_comes_from_the_command_line_or_the_ini(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nadare_ready_command = systemctl is-active app\n")
+    pytester.makepyfile(
+        """
+        from pytest_adare.plugin.options import adare_options
+
+        def test_command(pytestconfig):
+            print("READY=" + repr(adare_options(pytestconfig).ready_command))
+        """
+    )
+    pytester.runpytest("-s").stdout.fnmatch_lines(["*READY='systemctl is-active app'"])
+    result = pytester.runpytest("-s", "--adare-ready-command=test -e /tmp/x")
+    result.stdout.fnmatch_lines(["*READY='test -e /tmp/x'"])
 
 
 def test_isolation_alone_shares_the_session_vm() -> None:

@@ -111,6 +111,8 @@ def test_manifest_survives_moving_its_directory(image: Path, tmp_path_factory: A
         ({"agent": {"serial_device": 1}}, "'agent.serial_device'", "a string"),
         ({"agent": {"baked": "no"}}, "'agent.baked'", "true or false"),
         ({"agent": []}, "'agent'", "an object"),
+        ({"ready_command": ["true"]}, "'ready_command'", "a string"),
+        ({"ready_command": "  "}, "'ready_command'", "must be a non-empty shell command"),
     ],
 )
 def test_bad_field_is_named_with_the_file(
@@ -148,6 +150,12 @@ def test_firmware_comes_from_the_manifest(image: Path) -> None:
     assert (loaded.firmware, loaded.format, loaded.firmware_reason) == (
         "uefi", "vmdk", "from the manifest",
     )  # fmt: skip
+
+
+def test_the_ready_command_comes_from_the_manifest(image: Path) -> None:
+    assert load_manifest(_write(image, _valid())).ready_command is None
+    command = "systemctl is-active nginx"
+    assert load_manifest(_write(image, _valid(ready_command=command))).ready_command == command
 
 
 def test_not_json_and_missing_file_are_clear(image: Path) -> None:
