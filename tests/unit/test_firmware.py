@@ -60,7 +60,7 @@ def test_the_partition_table_decides_the_firmware(
     assert firmware_for(disk_head(disk, "raw")) == (firmware, why)
 
 
-@pytest.mark.parametrize("fmt", ["qcow2", "vmdk", "vdi"])
+@pytest.mark.parametrize("fmt", ["qcow2", "vmdk", "vdi", "vhdx", "vpc"])
 def test_a_bare_disk_in_any_format_is_read_through_qemu_img(tmp_path: Path, fmt: str) -> None:
     disk = _disk(tmp_path, UEFI_ONLY, name=f"disk.{fmt}", fmt=fmt)
     manifest = bare_disk_manifest(disk)
@@ -159,21 +159,23 @@ def test_a_blinking_cursor_is_no_progress() -> None:
     assert watch.verdict(console="", firmware_log="", screen=b"cursor on", now=31.5) is not None
 
 
-def test_a_vmdk_is_converted_once_to_a_qcow2_that_holds_the_same_data(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("fmt", ["vmdk", "vdi", "vhdx", "vpc"])
+def test_a_foreign_disk_is_converted_once_to_a_qcow2_that_holds_the_same_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
 ) -> None:
-    """QEMU's vmdk driver blocks savevm: the disk QEMU backs its overlay with is a copy."""
+    """QEMU's vmdk/vdi/vhdx/vpc drivers block savevm: the disk QEMU backs its overlay
+    with is a copy."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    disk = _disk(tmp_path, UEFI_ONLY, name="disk.vmdk", fmt="vmdk")
+    disk = _disk(tmp_path, UEFI_ONLY, name=f"disk.{fmt}", fmt=fmt)
     lines: list[str] = []
     manifest = resolve_image(disk, progress=lines.append)
     assert (manifest.format, manifest.firmware) == ("qcow2", "uefi")
     assert manifest.disk.parent == tmp_path / "cache" / "pytest-adare" / "converted"
-    compare = ["qemu-img", "compare", "-f", "vmdk", "-F", "qcow2", str(disk), str(manifest.disk)]
+    compare = ["qemu-img", "compare", "-f", fmt, "-F", "qcow2", str(disk), str(manifest.disk)]
     assert subprocess.run(compare, capture_output=True, check=False).returncode == 0
     assert lines == [
-        "converting disk.vmdk (vmdk) to qcow2 once: QEMU's vmdk driver blocks the snapshots "
-        "that isolate tests"
+        f"converting disk.{fmt} ({fmt}) to qcow2 once: QEMU's {fmt} driver blocks the "
+        "snapshots that isolate tests"
     ]
     again = resolve_image(disk, progress=lines.append)
     assert again.disk == manifest.disk and len(lines) == 1
