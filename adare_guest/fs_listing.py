@@ -48,6 +48,8 @@ MAX_OPEN_LISTINGS = 4
 MAX_ERROR_LINE = 4096
 READ_BLOCK = 1024 * 1024
 PIPE_BYTES = 1024 * 1024
+# fcntl names it from Python 3.10 on; 1031 is its value on Linux (the guest's 3.9 lacks it).
+_F_SETPIPE_SZ: int = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 _LETTERS = {
     stat.S_IFREG: b"f",
     stat.S_IFDIR: b"d",
@@ -404,8 +406,8 @@ def _start_find(argv: list[str]) -> subprocess.Popen[bytes]:
         start_new_session=True,
     )
     assert proc.stdout is not None
-    with contextlib.suppress(OSError, AttributeError):
-        fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(proc.stdout.fileno(), _F_SETPIPE_SZ, PIPE_BYTES)
     return proc
 
 

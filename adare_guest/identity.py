@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from adare_guest import __version__
 
 if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
+    from importlib.resources.abc import Traversable  # novermin (type checking only)
 
 PROTOCOL_VERSION = 1
 BUNDLE_ID_MEMBER = "BUNDLE_ID"

@@ -30,9 +30,9 @@ from __future__ import annotations
 import datetime
 import re
 import zoneinfo
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "PLACEHOLDER",
@@ -51,6 +51,8 @@ PLACEHOLDER = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 _METADATA_KEYS = ("type", "tolerance", "localtime", "format", "timezone")
 _TYPES = ("string", "regex", "timestamp")
 _OFFSET = re.compile(r"^([+-])(\d{2}):?(\d{2})$")
+T = TypeVar("T")
+U = TypeVar("U")
 
 
 class PlaceholderError(ValueError):
@@ -186,17 +188,25 @@ class Placeholders:
                 )
         groups = ["(.*?)"] * (len(names) - 1) + ["(.*)"]
         pattern = re.escape(literals[0]) + "".join(
-            g + re.escape(lit) for g, lit in zip(groups, literals[1:], strict=True)
+            g + re.escape(lit) for g, lit in _zip_strict(groups, literals[1:])
         )
         found = re.fullmatch(pattern, actual, re.DOTALL)
         if found is None:
             return Comparison(False, f"the text around the placeholders differs from {template!r}")
-        results = [self.compare(n, v) for n, v in zip(names, found.groups(), strict=True)]
+        results = [self.compare(n, v) for n, v in _zip_strict(names, found.groups())]
         ok = all(r.ok for r in results)
         return Comparison(ok, "; ".join(r.message for r in results))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.metadata)
+
+
+def _zip_strict(first: Sequence[T], second: Sequence[U]) -> zip[tuple[T, U]]:
+    """``zip(first, second, strict=True)`` of two sequences (``strict`` is Python 3.10+)."""
+    if len(first) != len(second):
+        which = "shorter" if len(second) < len(first) else "longer"
+        raise ValueError(f"zip() argument 2 is {which} than argument 1")
+    return zip(first, second)
 
 
 def _text(value: object) -> str:

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Union
 
 MAX_HOST_MESSAGE = 16 * 1024 * 1024
 """Largest host→guest message in bytes (guest→host messages are unlimited)."""
@@ -167,7 +167,8 @@ class Pong:
     type: MessageType = field(default=MessageType.PONG, init=False, repr=False)
 
 
-Message = ToolCall | ToolResult | Event | Status | Connect | Ping | Pong
+# Evaluated at run time: Union, since the guest's Python 3.9 has no ``X | Y`` of classes.
+Message = Union[ToolCall, ToolResult, Event, Status, Connect, Ping, Pong]
 
 ENVELOPE_KEYS: dict[MessageType, frozenset[str]] = {
     MessageType.TOOL_CALL: frozenset({"type", "id", "timestamp", "tool", "params"}),

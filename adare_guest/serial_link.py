@@ -29,7 +29,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 from frame_codec import (
     MAX_REQUEST_PAYLOAD,
@@ -300,7 +300,8 @@ class SessionEnded:
     """The host closed its session: cancel its calls; nothing is polled until the next OPEN."""
 
 
-LinkEvent = MessageReceived | BinaryReceived | SessionRequested | SessionEnded
+# Evaluated at run time: Union, since the guest's Python 3.9 has no ``X | Y`` of classes.
+LinkEvent = Union[MessageReceived, BinaryReceived, SessionRequested, SessionEnded]
 
 
 class GuestLink:

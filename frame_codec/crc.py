@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import Callable
+from typing import Union
 
-BytesLike = bytes | bytearray | memoryview
+BytesLike = Union[bytes, bytearray, memoryview]  # evaluated at run time: no ``|`` on 3.9
 """What the codec accepts wherever it takes bytes."""
 
 Checksum = Callable[[BytesLike], int]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Union
+
 from frame_codec.codec import (
     DEFAULT_LIMITS,
     HEADER_SIZE,
@@ -16,7 +18,7 @@ from frame_codec.codec import (
 from frame_codec.crc import BytesLike, Checksum, crc16_ccitt_false
 from frame_codec.errors import FrameError, MalformedFrame, PartialFrame
 
-DecodeEvent = Frame | FrameError
+DecodeEvent = Union[Frame, FrameError]  # evaluated at run time: no ``|`` on 3.9
 """What :meth:`FrameDecoder.feed` yields: a good frame, or the error for a bad stretch of bytes."""
 
 _FEED_SLICE = 4096  # input is taken in slices so the buffer stays bounded whatever is fed

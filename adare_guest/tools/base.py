@@ -26,6 +26,7 @@ should poll :attr:`CallContext.cancelled` to stop early when the call is cancell
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
 import math
@@ -60,7 +61,8 @@ descendants that left the process tree (``setsid`` + parent exit) can still be f
 T = TypeVar("T")
 ToolFunc = Callable[..., Awaitable[dict[str, Any]]]
 EmitFunc = Callable[[Event], Awaitable[None]]
-Process = subprocess.Popen[Any] | asyncio.subprocess.Process
+# Evaluated at run time: Union, since the guest's Python 3.9 has no ``X | Y`` of classes.
+Process = Union[subprocess.Popen[Any], asyncio.subprocess.Process]
 
 
 @dataclass
@@ -460,22 +462,65 @@ def _bind(name: str, method: Any, func: Any, marker: ToolMarker) -> BoundTool:
     return BoundTool(name, method, marker.timeout, params, accepts_any)
 
 
+_UNION_NAME = "__adare_Union__"
+# Not a ``sys.version_info`` test, so that type checkers check the 3.9 path too.
+_NATIVE_UNION_OPERATOR = hasattr(types, "UnionType")
+
+
 def _type_hints(func: Any) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(func)
-    except NameError:
-        # Some annotation (typically ``ctx``'s, imported under TYPE_CHECKING) does not
-        # resolve at runtime: resolve the others one by one, unknown ones mean Any.
-        hints: dict[str, Any] = {}
-        for key, text in getattr(func, "__annotations__", {}).items():
-            try:
-                hints[key] = eval(text, func.__globals__) if isinstance(text, str) else text
-            except Exception:
-                hints[key] = Any
-        return hints
+    if _NATIVE_UNION_OPERATOR:
+        try:
+            return typing.get_type_hints(func)
+        except NameError:
+            pass
+    # Some annotation (typically ``ctx``'s, imported under TYPE_CHECKING) does not
+    # resolve at runtime, or the Python (3.9) cannot evaluate ``X | Y`` of types:
+    # resolve the annotations one by one, unknown ones mean Any.
+    hints: dict[str, Any] = {}
+    for key, text in getattr(func, "__annotations__", {}).items():
+        try:
+            hints[key] = evaluate_annotation(text, func.__globals__)
+        except Exception:
+            hints[key] = Any
+    return hints
+
+
+class _UnionOfBitOr(ast.NodeTransformer):
+    """Rewrites ``X | Y`` into ``Union[X, Y]`` (nested ones flatten in ``Union``)."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        self.generic_visit(node)
+        if not isinstance(node.op, ast.BitOr):
+            return node
+        union = ast.Name(id=_UNION_NAME, ctx=ast.Load())
+        pair = ast.Tuple(elts=[node.left, node.right], ctx=ast.Load())
+        return ast.Subscript(value=union, slice=pair, ctx=ast.Load())
+
+
+def evaluate_annotation(annotation: object, namespace: dict[str, Any]) -> Any:
+    """The value of a (string) annotation in ``namespace``, as ``eval`` gives it.
+
+    Python 3.9 cannot evaluate ``X | Y`` of types (PEP 604 came in 3.10), which
+    ``from __future__ import annotations`` lets a 3.9 module write: there the ``|``
+    operators become ``typing.Union[X, Y]``, which :func:`_check` and
+    :func:`_describe` treat like ``X | Y``. A non-string annotation is returned as is.
+
+    :raise Exception: whatever evaluating the annotation raises (e.g. NameError).
+    """
+    if not isinstance(annotation, str):
+        return annotation
+    if _NATIVE_UNION_OPERATOR:
+        return eval(annotation, namespace)
+    tree = _UnionOfBitOr().visit(ast.parse(annotation.strip(), mode="eval"))
+    code = compile(ast.fix_missing_locations(tree), "<annotation>", "eval")
+    return eval(code, namespace, {_UNION_NAME: Union})
 
 
 # --------------------------------------------------------------------------- type checks
+
+# ``X | Y`` of types is a ``types.UnionType`` (Python 3.10 and later), ``Union[X, Y]`` a
+# ``typing.Union`` (also what :func:`evaluate_annotation` makes of ``X | Y`` on 3.9).
+_UNION_ORIGINS = (Union, getattr(types, "UnionType", Union))
 
 
 def _check(value: Any, annotation: Any) -> tuple[bool, Any]:
@@ -483,7 +528,7 @@ def _check(value: Any, annotation: Any) -> tuple[bool, Any]:
     if annotation is Any or annotation is object:
         return True, value
     origin = typing.get_origin(annotation)
-    if origin in (Union, types.UnionType):
+    if origin in _UNION_ORIGINS:
         for option in typing.get_args(annotation):
             ok, converted = _check(value, option)
             if ok:
@@ -532,7 +577,7 @@ def _describe(annotation: Any) -> str:
     if annotation is Any:
         return "any value"
     origin = typing.get_origin(annotation)
-    if origin in (Union, types.UnionType):
+    if origin in _UNION_ORIGINS:
         return " or ".join(_describe(a) for a in typing.get_args(annotation))
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))

@@ -21,6 +21,7 @@ import errno
 import importlib
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
@@ -30,6 +31,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -761,10 +763,45 @@ def _boot_time() -> float | None:
 
 
 def _os_release() -> dict[str, str]:
+    reader = getattr(platform, "freedesktop_os_release", read_os_release)  # 3.10 and later
     try:
-        return dict(platform.freedesktop_os_release())
-    except (OSError, AttributeError):
+        return dict(reader())
+    except OSError:
         return {}
+
+
+OS_RELEASE_FILES = ("/etc/os-release", "/usr/lib/os-release")
+"""Where os-release(5) is looked for, in order (``/etc`` wins)."""
+_OS_RELEASE_LINE = re.compile(
+    r"""^(?P<name>[a-zA-Z0-9_]+)=(?P<quote>["']?)(?P<value>.*)(?P=quote)$"""
+)
+_OS_RELEASE_ESCAPE = re.compile(r"""\\([\\$"'`])""")  # the five characters os-release escapes
+
+
+def parse_os_release(lines: Iterable[str]) -> dict[str, str]:
+    """The fields of os-release(5) ``lines``, parsed like Python 3.10's
+    ``platform.freedesktop_os_release`` (defaults for ``NAME``, ``ID``, ``PRETTY_NAME``)."""
+    info = {"NAME": "Linux", "ID": "linux", "PRETTY_NAME": "Linux"}
+    for line in lines:
+        found = _OS_RELEASE_LINE.match(line)
+        if found is not None:
+            info[found.group("name")] = _OS_RELEASE_ESCAPE.sub(r"\1", found.group("value"))
+    return info
+
+
+def read_os_release(candidates: Sequence[str] = OS_RELEASE_FILES) -> dict[str, str]:
+    """``platform.freedesktop_os_release()`` for Pythons before 3.10 (the guest's 3.9).
+
+    :raise OSError: no candidate file can be read.
+    """
+    error: OSError | None = None
+    for candidate in candidates:
+        try:
+            with open(candidate, encoding="utf-8") as handle:
+                return parse_os_release(handle)
+        except OSError as exc:
+            error = exc
+    raise OSError(error.errno if error else None, f"Unable to read files {', '.join(candidates)}")
 
 
 def _meminfo() -> dict[str, int]:

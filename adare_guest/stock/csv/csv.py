@@ -30,7 +30,7 @@ def _row_failures(ctx: TestContext, row: list[str], pattern: list[Any]) -> list[
     if len(row) != len(pattern):
         return [f"{len(row)} columns, expected {len(pattern)}"]
     failures = []
-    for index, (cell, expected) in enumerate(zip(row, pattern, strict=True)):
+    for index, (cell, expected) in enumerate(zip(row, pattern)):  # equal lengths (above)
         outcome = compare(ctx, cell, expected if isinstance(expected, str) else str(expected))
         if not outcome.ok:
             failures.append(f"col{index}: {outcome.message}")
@@ -72,7 +72,7 @@ def _compare_tables(
     if not ignore_order:
         problems = [
             f"row {i}: {'; '.join(_row_failures(ctx, g, w))}"
-            for i, (g, w) in enumerate(zip(got, want, strict=False))
+            for i, (g, w) in enumerate(zip(got, want))
             if _row_failures(ctx, g, w)
         ]
         unmatched_got, unmatched_want = got[len(want) :], want[len(got) :]

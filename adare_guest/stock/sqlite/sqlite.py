@@ -125,7 +125,7 @@ def query_result(
             f"query returned {len(result)} rows, expected_result has "
             f"{len(expected_result)}: {result[:5]}",
         )
-        for index, (got, want) in enumerate(zip(result, expected_result, strict=True)):
+        for index, (got, want) in enumerate(zip(result, expected_result)):  # equal lengths
             ctx.fail_if(
                 set(got) != set(want),
                 f"row {index} has columns {sorted(got)}, expected {sorted(want)}",
