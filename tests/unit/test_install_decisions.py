@@ -293,7 +293,7 @@ def test_a_windows_guest_gets_a_firewall_rule_and_no_shell(
     ("python", "message"),
     [
         (None, "the guest has no python3 (guest-exec: Failed to execute child process"),
-        ("3.8.10", "the guest's python3 is 3.8.10; the agent needs Python >= 3.10 in the image"),
+        ("3.8.10", "the guest's python3 is 3.8.10; the agent needs Python >= 3.9 in the image"),
     ],
 )
 def test_a_guest_without_a_new_enough_python_fails_in_one_line_before_any_change(
