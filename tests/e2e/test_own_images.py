@@ -139,7 +139,7 @@ def test_check_on_a_disk_without_python3_names_the_channel_and_the_missing_pytho
     assert "vm qga: qemu-ga answers" in done.stdout
     failed = done.stdout.splitlines()[-1]
     assert failed.startswith("FAILED: the guest has no python3 (")
-    assert failed.endswith("the agent needs Python >= 3.10 in the image")
+    assert failed.endswith("the agent needs Python >= 3.9 in the image")
 
 
 def test_the_disks_are_what_distributions_ship(disks: Path) -> None:
