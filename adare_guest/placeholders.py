@@ -34,6 +34,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from adare_guest.iso8601 import fromisoformat
+
 __all__ = [
     "PLACEHOLDER",
     "Comparison",
@@ -276,7 +278,7 @@ def parse_instant(value: object, fmt: str | None, naive_zone: datetime.tzinfo) -
             parsed = None
     if parsed is None:
         try:
-            parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            parsed = fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
             hint = f" or format {fmt!r}" if fmt else ""
             raise PlaceholderError(

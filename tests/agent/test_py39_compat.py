@@ -8,19 +8,22 @@ runs the whole bundle under a real 3.9.
 
 from __future__ import annotations
 
+import datetime
 import fcntl
 import platform
+import re
 import typing
 from pathlib import Path
 from typing import Any, Literal, Union
 
 import pytest
 
-from adare_guest import fs_listing, placeholders
+from adare_guest import fs_listing, iso8601, placeholders
 from adare_guest.config import AgentConfig
 from adare_guest.server import default_groups
 from adare_guest.tools import base, system
 from adare_guest.tools.base import AgentState, BoundTool, ParamError, evaluate_annotation
+from tests.agent import iso_corpus
 
 # JSON values of every kind a call's params can hold.
 SAMPLES: list[Any] = [
@@ -148,3 +151,51 @@ def test_without_platforms_reader_system_info_reads_os_release_itself(
     assert system._os_release() == {}
     with pytest.raises(OSError, match="Unable to read files"):
         system.read_os_release([str(file)])
+
+
+# What Python 3.9's ``fromisoformat`` reads: ``isoformat()``'s own output.
+NARROW_ISO = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:.\d{2}(?::\d{2}(?::\d{2}(?:\.\d{6})?)?)?"
+    r"(?:[+-]\d{2}:\d{2}(?::\d{2}(?:\.\d{6})?)?)?)?",
+    re.ASCII | re.DOTALL,
+)
+
+
+def _native_iso(text: str) -> str | None:
+    try:
+        return datetime.datetime.fromisoformat(text).isoformat()
+    except ValueError:
+        return None
+
+
+def _rewritten_iso(text: str) -> str | None:
+    """``text`` read the 3.9 way: rewritten into the narrow form, then read."""
+    try:
+        rewritten = iso8601.extended_form(text)
+    except ValueError:  # a week that does not exist
+        return None
+    if rewritten is None:
+        return None
+    assert NARROW_ISO.fullmatch(rewritten), (text, rewritten)
+    return _native_iso(rewritten)
+
+
+def test_well_formed_iso_8601_reads_as_python_3_11_reads_it() -> None:
+    wrong = [(t, _native_iso(t), _rewritten_iso(t)) for t in iso_corpus.WELL_FORMED
+             if _rewritten_iso(t) != _native_iso(t)]  # fmt: skip
+    assert not wrong, wrong[:10]
+    assert sum(_native_iso(t) is not None for t in iso_corpus.WELL_FORMED) > 4000
+
+
+def test_malformed_iso_8601_is_never_read_where_python_3_11_refuses_it() -> None:
+    wrong = [(t, _native_iso(t), _rewritten_iso(t)) for t in iso_corpus.MALFORMED
+             if _rewritten_iso(t) not in (None, _native_iso(t))]  # fmt: skip
+    assert not wrong, wrong[:10]
+
+
+def test_python_3_11_reads_iso_8601_itself() -> None:
+    assert iso8601._NATIVE
+    for text in ("2024-W18-3T10:00:03,5+0100", "2024-05-01T10:00:03"):
+        assert iso8601.fromisoformat(text) == datetime.datetime.fromisoformat(text)
+    with pytest.raises(ValueError):
+        iso8601.fromisoformat("2024-05-01T25:00")

@@ -12,6 +12,7 @@ built once and cached); the floor check's refusal of an older Python runs anywhe
 from __future__ import annotations
 
 import asyncio
+import datetime
 import hashlib
 import json
 import os
@@ -46,7 +47,7 @@ from pytest_adare.errors import ImageError, ToolError
 from pytest_adare.guest import AsyncGuest
 from pytest_adare.image.agent_bundle import AgentBundle, build_agent_bundle
 from pytest_adare.qemu.qga import QGAExecResult
-from tests.agent import stock_scenario
+from tests.agent import iso_corpus, stock_scenario
 from tests.py39_root import chroot_argv, chroot_env, py39_root, run, scratch_dir, unavailable_reason
 
 TOKEN = "py39-test-token"
@@ -91,6 +92,23 @@ for name in names:
     except Exception as exc:
         failed[module] = "%s: %s" % (type(exc).__name__, exc)
 print(json.dumps(failed, sort_keys=True))
+"""
+
+# Read every string of a corpus (argv[2], JSON) with adare_guest.iso8601 from the bundle.
+READ_ISO = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from adare_guest import iso8601
+def read(text):
+    try:
+        return iso8601.fromisoformat(text).isoformat()
+    except ValueError:
+        return None
+with open(sys.argv[2]) as handle:
+    corpus = json.load(handle)
+report = {name: [read(text) for text in texts] for name, texts in corpus.items()}
+report["native"] = iso8601._NATIVE
+print(json.dumps(report))
 """
 
 COLLECTION = """
@@ -264,6 +282,41 @@ def test_every_module_of_ours_imports_under_python_3_9_as_it_does_on_the_host(
     )  # fmt: skip
     host = json.loads(done.stdout)
     assert sorted(guest) == sorted(host), {"python 3.9": guest, "host": host}
+
+
+@needs_root
+def test_iso_8601_reads_under_python_3_9_as_under_the_hosts_python(
+    root: Path, bundle: AgentBundle
+) -> None:
+    """``adare_guest.iso8601`` on 3.9 against ``datetime.fromisoformat`` of 3.11 and later."""
+    corpus = {"well_formed": iso_corpus.WELL_FORMED, "malformed": iso_corpus.MALFORMED}
+    with scratch_dir(root) as (host_dir, inside):
+        shutil.copy(bundle.path, host_dir / "bundle.pyz")
+        (host_dir / "corpus.json").write_text(json.dumps(corpus))
+        done = run(
+            root, ["python3", "-c", READ_ISO, f"{inside}/bundle.pyz", f"{inside}/corpus.json"]
+        )
+    report = json.loads(done.stdout)
+    assert report["native"] is False  # 3.9: the rewriting path, not datetime's own
+    assert _native_iso_reads(iso_corpus.WELL_FORMED) == report["well_formed"]
+    native = _native_iso_reads(iso_corpus.MALFORMED)
+    read = report["malformed"]
+    assert not [
+        text
+        for text, ours, theirs in zip(iso_corpus.MALFORMED, read, native, strict=True)
+        if ours not in (None, theirs)
+    ]
+
+
+def _native_iso_reads(texts: list[str]) -> list[str | None]:
+    assert sys.version_info >= (3, 11)  # the host's own fromisoformat is the reference
+    answers: list[str | None] = []
+    for text in texts:
+        try:
+            answers.append(datetime.datetime.fromisoformat(text).isoformat())
+        except ValueError:
+            answers.append(None)
+    return answers
 
 
 # --------------------------------------------------------------------------- the floor

@@ -21,6 +21,7 @@ import stat
 import time
 from collections.abc import Callable
 
+from adare_guest.iso8601 import fromisoformat
 from adare_guest.placeholders import has_placeholders
 from adare_guest.stock.support import must_exist, one_path, paths, read_bytes, read_text, snippet
 from adare_guest.testfunctions import TestContext, TestError, testfunction
@@ -232,7 +233,7 @@ def _parse_time(ctx: TestContext, value: float | int | str) -> float:
     if isinstance(value, (int, float)):
         return float(value)
     try:
-        parsed = datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        parsed = fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
         ctx.error_if(True, f"expected must be epoch seconds or ISO 8601, got {value!r}")
         raise
