@@ -25,7 +25,7 @@ import textwrap
 import time
 import zipfile
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -34,10 +34,19 @@ import pytest_asyncio
 from adare_guest.config import AgentConfig
 from adare_guest.server import AdareVMServer, default_groups
 from adare_guest.tools.base import AgentState, BoundTool, ParamError
+from pytest_adare.agent.desktop_ready import FOCUS_PROBE
+from pytest_adare.agent.diagnosis import (
+    FACTS_SCRIPT,
+    AgentFacts,
+    guest_facts,
+    listening_addresses,
+)
 from pytest_adare.agent.install import (
+    FIREWALL_SCRIPT,
     IDENTITY_SCRIPT,
     PYTHON_FLOOR,
     PYTHON_VERSION_SCRIPT,
+    STOP_SCRIPT,
     GuestLayout,
     check_python,
     installed_identity,
@@ -155,6 +164,7 @@ class ChrootAgent:
     """The same directory, seen from inside the root."""
     port: int
     proc: subprocess.Popen[bytes]
+    started: float = field(default_factory=time.monotonic)
 
     def host_path(self, inside_path: str) -> Path:
         """A path inside the root, as the host sees it."""
@@ -317,6 +327,37 @@ def _native_iso_reads(texts: list[str]) -> list[str | None]:
         except ValueError:
             answers.append(None)
     return answers
+
+
+GUEST_SCRIPTS = {
+    "IDENTITY_SCRIPT": IDENTITY_SCRIPT,
+    "PYTHON_VERSION_SCRIPT": PYTHON_VERSION_SCRIPT,
+    "STOP_SCRIPT": STOP_SCRIPT,
+    "FIREWALL_SCRIPT": FIREWALL_SCRIPT,
+    "FACTS_SCRIPT": FACTS_SCRIPT,
+    "FOCUS_PROBE": FOCUS_PROBE,
+}
+"""What the host runs with the guest's ``python3 -c`` (or ``python3 -``)."""
+
+COMPILE_SCRIPTS = """
+import json, sys
+failed = {}
+for name, source in json.load(sys.stdin).items():
+    try:
+        compile(source, name, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        failed[name] = "%s (line %s)" % (exc.msg, exc.lineno)
+print(json.dumps(failed))
+"""
+
+
+@needs_root
+def test_the_scripts_the_host_runs_with_the_guests_python_compile_under_3_9(root: Path) -> None:
+    done = subprocess.run(
+        chroot_argv(root, ["python3", "-c", COMPILE_SCRIPTS]), input=json.dumps(GUEST_SCRIPTS),
+        capture_output=True, text=True, env=chroot_env(), timeout=60, check=True,
+    )  # fmt: skip
+    assert json.loads(done.stdout) == {}
 
 
 # --------------------------------------------------------------------------- the floor
@@ -546,3 +587,25 @@ async def test_badly_typed_params_are_refused_as_on_the_host(
                 assert str(exc) in str(caught.value)
                 refused += 1
     assert refused > 10
+
+
+@needs_root
+@pytest.mark.asyncio
+async def test_the_unreachable_agent_diagnosis_runs_under_python_3_9(
+    agent: ChrootAgent, root: Path
+) -> None:
+    """The facts script (``python3 -c`` over QGA when the host cannot connect) finds the
+    running agent, its listening socket and its log."""
+    await asyncio.sleep(max(0.0, agent.started + 2.5 - time.monotonic()))  # counted at 2 s
+    qga = ChrootQGA(root)
+
+    async def run_in_root(argv: Sequence[str], timeout: float) -> tuple[int, str, str]:
+        result = await qga.exec(argv, timeout=timeout)
+        return result.exitcode, result.stdout.decode(), result.stderr.decode()
+
+    facts = AgentFacts(port=agent.port)
+    await guest_facts(run_in_root, facts, [f"{agent.inside}/run/agent.log"])
+    assert facts.qga_error is None
+    assert agent.proc.pid in (facts.agent_pids or [])
+    assert listening_addresses(facts.proc_net_tcp, agent.port) == ["127.0.0.1"]
+    assert facts.log_path == f"{agent.inside}/run/agent.log" and facts.log_tail
