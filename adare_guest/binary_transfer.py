@@ -324,7 +324,8 @@ class Transfers:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise TimeoutError(f"the host acknowledged nothing for {ACK_TIMEOUT:g} s")
-            with contextlib.suppress(TimeoutError):
+            # asyncio.TimeoutError: not TimeoutError before Python 3.11
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(out.credit.wait(), remaining)
         out.sent_ends = [end for end in out.sent_ends if end > out.acked]
 

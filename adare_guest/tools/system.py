@@ -318,7 +318,7 @@ async def run_foreground(
     timed_out = False
     try:
         await asyncio.wait_for(proc.wait(), ctx.timeout)
-    except TimeoutError:
+    except asyncio.TimeoutError:  # not TimeoutError before Python 3.11
         timed_out = True
         kill_process_tree(proc, ctx.call_id)
         await proc.wait()
@@ -458,7 +458,7 @@ async def run_spawned(ctx: CallContext, spec: CommandSpec, max_output: int) -> C
     timed_out = False
     try:
         await asyncio.wait_for(asyncio.shield(proc.exited), ctx.timeout)
-    except TimeoutError:
+    except asyncio.TimeoutError:  # not TimeoutError before Python 3.11
         timed_out = True
         kill_process_tree(tracked, ctx.call_id)
         await proc.exited
@@ -692,7 +692,7 @@ async def _run_captured(
             asyncio.gather(_read_into(proc.stdout, out), _read_into(proc.stderr, err), proc.wait()),
             timeout,
         )
-    except TimeoutError:
+    except asyncio.TimeoutError:  # not TimeoutError before Python 3.11
         kill_process_tree(proc, ctx.call_id)
         await proc.wait()
         return -9, b"", f"timed out after {timeout:g} s".encode()

@@ -609,3 +609,30 @@ async def test_the_unreachable_agent_diagnosis_runs_under_python_3_9(
     assert agent.proc.pid in (facts.agent_pids or [])
     assert listening_addresses(facts.proc_net_tcp, agent.port) == ["127.0.0.1"]
     assert facts.log_path == f"{agent.inside}/run/agent.log" and facts.log_tail
+
+
+@needs_root
+@pytest.mark.asyncio
+@pytest.mark.parametrize("cwd", [False, True], ids=["spawn", "subprocess"])
+async def test_a_command_past_its_timeout_is_killed_and_keeps_its_output(
+    py39_guest: AsyncGuest, agent: ChrootAgent, cwd: bool
+) -> None:
+    """``asyncio.wait_for`` raises ``asyncio.TimeoutError``, not ``TimeoutError``, on 3.9.
+
+    Both ways of running a command: posix_spawn (no ``cwd``), ``subprocess`` (``cwd``).
+    """
+    marker = f"78{time.time_ns() % 10**7}"
+    started = time.monotonic()
+    params: dict[str, object] = {
+        "shell_command": f"echo before; sleep {marker} & sleep {marker}1; echo never",
+        "timeout": 1.0,  # the tool's param, so not through AsyncGuest.call
+    }
+    if cwd:
+        params["cwd"] = agent.inside
+    result = await py39_guest.connection.call("execute_shell", params, 30)
+    assert time.monotonic() - started < 10
+    assert result["status"] == "error" and result["timed_out"] is True, result
+    assert "timed out after 1 s" in result["message"]
+    assert result["stdout"] == "before\n" and result["returncode"] is None
+    left = await py39_guest.shell(f"pgrep -f 'sleep {marker}' || true")
+    assert left.stdout == ""
