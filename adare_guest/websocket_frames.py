@@ -1,0 +1,367 @@
+"""RFC 6455 frames, server side, sans-I/O: client bytes in, messages and control frames out.
+
+:class:`FrameParser` turns what a client sends after the opening handshake into
+events: a :class:`DataMessage` (``str`` for text, ``bytes`` for binary, fragments
+joined), :class:`Ping`, :class:`Pong` and :class:`Close`. A client that breaks the
+protocol gets :class:`ProtocolViolation`, whose ``code`` is the close code to send:
+
+- 1002: an unmasked frame (client frames must be masked), a reserved bit set (no
+  extension is negotiated), an unknown opcode, a control frame over 125 bytes or
+  fragmented, a continuation without a message to continue or a new message before
+  the last one ended, a 64-bit length with its top bit set, a close payload of one
+  byte or with a code not allowed on the wire;
+- 1007: a text message or close reason that is not UTF-8 (checked as fragments arrive);
+- 1009: a message over ``max_message`` bytes, refused as soon as the frame header
+  announcing the excess arrives, before its payload is buffered.
+
+Memory is bounded: after each :meth:`FrameParser.feed` the parser holds less than
+:attr:`FrameParser.max_buffered` bytes (the incomplete message so far plus the
+incomplete frame), whatever it was fed. After a :class:`Close` the rest of the
+stream is ignored; after a violation every feed raises it again.
+
+Frames the server sends are built by :func:`frame_header` / :func:`encode_frame`
+(unmasked, as RFC 6455 requires of a server) and :func:`close_payload`.
+
+>>> parser = FrameParser(max_message=1024)
+>>> mask = b"\\x01\\x02\\x03\\x04"
+>>> frame = bytes([0x81, 0x85]) + mask + apply_mask(b"hello", mask)
+>>> parser.feed(frame[:4]), parser.feed(frame[4:])
+([], [DataMessage(data='hello')])
+>>> encode_frame(Opcode.TEXT, b"hi")
+b'\\x81\\x02hi'
+"""
+
+from __future__ import annotations
+
+import codecs
+import enum
+import struct
+from dataclasses import dataclass
+from typing import Union
+
+MAX_CONTROL_PAYLOAD = 125
+"""Bytes a ping, pong or close frame may carry."""
+MAX_CLOSE_REASON = MAX_CONTROL_PAYLOAD - 2
+"""Bytes of UTF-8 a close reason may have (the code takes two)."""
+_MAX_HEADER = 14  # 2 bytes, an 8-byte length, a 4-byte mask
+_FEED_SLICE = 64 * 1024  # input is parsed in slices so the buffer stays bounded
+_UNMASK_CHUNK = 1 << 20  # a multiple of 4: the mask stays aligned from chunk to chunk
+
+
+class Opcode(enum.IntEnum):
+    """Frame opcodes of RFC 6455 (the others are reserved)."""
+
+    CONTINUATION = 0x0
+    TEXT = 0x1
+    BINARY = 0x2
+    CLOSE = 0x8
+    PING = 0x9
+    PONG = 0xA
+
+
+class CloseCode(enum.IntEnum):
+    """Close codes the server sends or reports."""
+
+    NORMAL = 1000
+    GOING_AWAY = 1001
+    PROTOCOL_ERROR = 1002
+    NO_STATUS = 1005
+    """Reported for a close frame without a code; never sent."""
+    ABNORMAL = 1006
+    """Reported when the connection ended without a close frame; never sent."""
+    INVALID_DATA = 1007
+    MESSAGE_TOO_BIG = 1009
+    INTERNAL_ERROR = 1011
+
+
+_DATA_OPCODES = frozenset({Opcode.CONTINUATION, Opcode.TEXT, Opcode.BINARY})
+_KNOWN_OPCODES = frozenset(int(opcode) for opcode in Opcode)
+_WIRE_CLOSE_CODES = frozenset(
+    {1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014}
+) | frozenset(range(3000, 5000))
+"""Codes a close frame may carry (RFC 6455 §7.4 and the IANA registry)."""
+
+
+class ProtocolViolation(Exception):
+    """The client broke RFC 6455; close the connection with :attr:`code`."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(f"{code}: {reason}")
+        self.code = code
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class DataMessage:
+    """A complete message: ``str`` from text frames, ``bytes`` from binary ones."""
+
+    data: str | bytes
+
+
+@dataclass(frozen=True)
+class Ping:
+    """A ping; answer it with a pong carrying the same payload."""
+
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class Pong:
+    """A pong (the answer to a ping with the same payload, or unsolicited)."""
+
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class Close:
+    """The client's close frame: its code (1005 when it gave none) and reason."""
+
+    code: int
+    reason: str
+
+
+FrameEvent = Union[DataMessage, Ping, Pong, Close]  # run time: no ``|`` of classes on 3.9
+"""What :meth:`FrameParser.feed` returns, in stream order."""
+
+
+def apply_mask(data: bytes | bytearray | memoryview, mask: bytes) -> bytes:
+    """``data`` XOR the 4-byte ``mask`` repeated (masking and unmasking are the same).
+
+    Whole chunks are XORed as big integers, so this is fast in pure Python.
+    """
+    size = len(data)
+    if size <= _UNMASK_CHUNK:
+        return _xor(data, mask, size)
+    view = memoryview(data)
+    out = bytearray(size)
+    for start in range(0, size, _UNMASK_CHUNK):
+        piece = view[start : start + _UNMASK_CHUNK]
+        out[start : start + len(piece)] = _xor(piece, mask, len(piece))
+    return bytes(out)
+
+
+def _xor(data: bytes | bytearray | memoryview, mask: bytes, size: int) -> bytes:
+    repeated = mask * (size >> 2) + mask[: size & 3]
+    value = int.from_bytes(data, "little") ^ int.from_bytes(repeated, "little")
+    return value.to_bytes(size, "little")
+
+
+def frame_header(opcode: int, length: int, *, fin: bool = True) -> bytes:
+    """The header of an unmasked (server) frame with ``length`` payload bytes."""
+    first = (0x80 if fin else 0) | opcode
+    if length < 126:
+        return bytes((first, length))
+    if length < 1 << 16:
+        return struct.pack("!BBH", first, 126, length)
+    return struct.pack("!BBQ", first, 127, length)
+
+
+def encode_frame(opcode: int, payload: bytes, *, fin: bool = True) -> bytes:
+    """A whole unmasked (server) frame."""
+    return frame_header(opcode, len(payload), fin=fin) + payload
+
+
+def close_payload(code: int, reason: str = "") -> bytes:
+    """The payload of a close frame: ``code`` and ``reason`` cut to 123 bytes of UTF-8
+    (on a character boundary). :data:`CloseCode.NO_STATUS` gives an empty payload."""
+    if code == CloseCode.NO_STATUS:
+        return b""
+    encoded = reason.encode("utf-8")[:MAX_CLOSE_REASON]
+    encoded = encoded.decode("utf-8", "ignore").encode("utf-8")
+    return struct.pack("!H", code) + encoded
+
+
+def parse_close_payload(payload: bytes) -> Close:
+    """The code and reason of a client's close frame.
+
+    :raise ProtocolViolation: one byte, a code not allowed on the wire (1002), or a
+        reason that is not UTF-8 (1007).
+    """
+    if not payload:
+        return Close(CloseCode.NO_STATUS, "")
+    if len(payload) == 1:
+        raise ProtocolViolation(CloseCode.PROTOCOL_ERROR, "close frame with a 1-byte payload")
+    (code,) = struct.unpack("!H", payload[:2])
+    if code not in _WIRE_CLOSE_CODES:
+        raise ProtocolViolation(CloseCode.PROTOCOL_ERROR, f"close code {code} is not allowed")
+    try:
+        reason = payload[2:].decode("utf-8")
+    except UnicodeDecodeError:
+        raise ProtocolViolation(CloseCode.INVALID_DATA, "close reason is not UTF-8") from None
+    return Close(code, reason)
+
+
+class FrameParser:
+    """Parses the frames a client sends; see the module docstring for the rules.
+
+    ``max_message`` bounds one message's payload (all its fragments together).
+    """
+
+    def __init__(self, *, max_message: int) -> None:
+        self.max_message = max_message
+        self.closed = False
+        """A close frame arrived: everything after it is ignored."""
+        self._buffer = bytearray()
+        self._error: ProtocolViolation | None = None
+        self._opcode: int | None = None  # of the message being received, if fragmented
+        self._parts: list[bytes] = []
+        self._text: list[str] = []
+        self._decoder: codecs.IncrementalDecoder | None = None
+        self._message_size = 0
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held: the unfinished message's fragments plus the unfinished frame."""
+        return len(self._buffer) + self._message_size
+
+    @property
+    def max_buffered(self) -> int:
+        """:attr:`buffered` stays below this after every :meth:`feed`."""
+        return self.max_message + _MAX_HEADER + MAX_CONTROL_PAYLOAD
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[FrameEvent]:
+        """Take the next bytes of the stream; the events they complete, in order.
+
+        :raise ProtocolViolation: the client broke the protocol (now or before).
+        """
+        if self._error is not None:
+            raise self._error
+        events: list[FrameEvent] = []
+        view = memoryview(data).cast("B")
+        for start in range(0, len(view), _FEED_SLICE):
+            if self.closed:
+                break
+            self._buffer += view[start : start + _FEED_SLICE]
+            try:
+                self._parse(events)
+            except ProtocolViolation as exc:
+                self._fail(exc)
+                raise
+        if self.closed:
+            self._buffer.clear()
+        return events
+
+    def _fail(self, exc: ProtocolViolation) -> None:
+        self._error = exc
+        self._buffer.clear()
+        self._parts.clear()
+        self._text.clear()
+        self._message_size = 0
+
+    def _parse(self, events: list[FrameEvent]) -> None:
+        buffer = self._buffer
+        pos = 0
+        try:
+            while not self.closed:
+                frame = self._frame_at(pos)
+                if frame is None:
+                    return
+                fin, opcode, start, length = frame
+                end = start + length
+                # A view, not a copy; released at once (a bytearray with views cannot shrink).
+                with memoryview(buffer) as view:
+                    payload = apply_mask(view[start:end], bytes(buffer[start - 4 : start]))
+                pos = end
+                self._handle(fin, opcode, payload, events)
+        finally:
+            del buffer[:pos]
+
+    def _frame_at(self, pos: int) -> tuple[bool, int, int, int] | None:
+        """``(fin, opcode, payload start, payload length)`` of the frame at ``pos`` once
+        it is complete, else None; checks the header as soon as its bytes are there."""
+        buffer = self._buffer
+        available = len(buffer) - pos
+        if available < 2:
+            return None
+        first, second = buffer[pos], buffer[pos + 1]
+        fin, opcode, length = bool(first & 0x80), first & 0x0F, second & 0x7F
+        self._check_start(first, second, fin, opcode, length)
+        header = 2
+        if length == 126:
+            header = 4
+            if available < header:
+                return None
+            (length,) = struct.unpack_from("!H", buffer, pos + 2)
+        elif length == 127:
+            header = 10
+            if available < header:
+                return None
+            (length,) = struct.unpack_from("!Q", buffer, pos + 2)
+            if length >> 63:
+                raise ProtocolViolation(CloseCode.PROTOCOL_ERROR, "frame length over 2**63")
+        if opcode in _DATA_OPCODES and self._message_size + length > self.max_message:
+            raise ProtocolViolation(
+                CloseCode.MESSAGE_TOO_BIG,
+                f"message of {self._message_size + length} bytes or more exceeds the limit "
+                f"of {self.max_message} bytes",
+            )
+        header += 4
+        if available < header + length:
+            return None
+        return fin, opcode, pos + header, length
+
+    def _check_start(self, first: int, second: int, fin: bool, opcode: int, length: int) -> None:
+        """The rules the first two header bytes can break."""
+        if first & 0x70:
+            raise ProtocolViolation(CloseCode.PROTOCOL_ERROR, "reserved bits set")
+        if opcode not in _KNOWN_OPCODES:
+            raise ProtocolViolation(CloseCode.PROTOCOL_ERROR, f"unknown opcode {opcode:#x}")
+        if not second & 0x80:
+            raise ProtocolViolation(CloseCode.PROTOCOL_ERROR, "client frames must be masked")
+        if opcode in _DATA_OPCODES:
+            if opcode == Opcode.CONTINUATION and self._opcode is None:
+                raise ProtocolViolation(
+                    CloseCode.PROTOCOL_ERROR, "continuation frame without a message to continue"
+                )
+            if opcode != Opcode.CONTINUATION and self._opcode is not None:
+                raise ProtocolViolation(
+                    CloseCode.PROTOCOL_ERROR, "new message before the fragmented one ended"
+                )
+            return
+        if length > MAX_CONTROL_PAYLOAD:
+            raise ProtocolViolation(
+                CloseCode.PROTOCOL_ERROR, f"control frame over {MAX_CONTROL_PAYLOAD} bytes"
+            )
+        if not fin:
+            raise ProtocolViolation(CloseCode.PROTOCOL_ERROR, "fragmented control frame")
+
+    def _handle(self, fin: bool, opcode: int, payload: bytes, events: list[FrameEvent]) -> None:
+        if opcode == Opcode.PING:
+            events.append(Ping(payload))
+        elif opcode == Opcode.PONG:
+            events.append(Pong(payload))
+        elif opcode == Opcode.CLOSE:
+            events.append(parse_close_payload(payload))
+            self.closed = True
+        else:
+            self._add_fragment(fin, opcode, payload, events)
+
+    def _add_fragment(
+        self, fin: bool, opcode: int, payload: bytes, events: list[FrameEvent]
+    ) -> None:
+        if opcode != Opcode.CONTINUATION:
+            self._opcode = opcode
+            if opcode == Opcode.TEXT:
+                self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self._message_size += len(payload)
+        if self._opcode == Opcode.TEXT:
+            assert self._decoder is not None
+            try:
+                self._text.append(self._decoder.decode(payload, final=fin))
+            except UnicodeDecodeError:
+                raise ProtocolViolation(
+                    CloseCode.INVALID_DATA, "text message is not valid UTF-8"
+                ) from None
+        else:
+            self._parts.append(payload)
+        if not fin:
+            return
+        data: str | bytes
+        if self._opcode == Opcode.TEXT:
+            data = "".join(self._text)
+        else:
+            data = b"".join(self._parts)
+        events.append(DataMessage(data))
+        self._opcode, self._decoder, self._message_size = None, None, 0
+        self._parts.clear()
+        self._text.clear()
