@@ -77,7 +77,7 @@ class OutputBudget:
                 )
             try:
                 await asyncio.wait_for(self._changed.wait(), remaining)
-            except TimeoutError:
+            except asyncio.TimeoutError:  # not TimeoutError before Python 3.11
                 continue
         self.used += size
 

@@ -22,11 +22,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from http import HTTPStatus
-from typing import Any
-
-from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Request, Response
+from typing import Any, Union
 
 from adare_guest import __version__
 from adare_guest.backpressure import (
@@ -67,18 +63,21 @@ from adare_guest.tools.base import (
     tool,
     with_error_key,
 )
+from adare_guest.websocket_connection import ConnectionClosed, WebSocketConnection
+from adare_guest.websocket_handshake import HttpResponse, Request
+from adare_guest.websocket_server import WebSocketServer, serve
 from adare_guest.worker_pool import PoolExhausted, shared_pool
 
 log = logging.getLogger("adare_guest.server")
 
-SendFunc = Callable[[str | bytes], Awaitable[None]]
+SendFunc = Callable[[Union[str, bytes]], Awaitable[None]]  # run time: no ``|`` on 3.9
 """Sends one message: ``str`` as JSON text, ``bytes`` as a binary transfer message."""
 AbortFunc = Callable[[], None]
 GroupFactory = Callable[[AgentConfig, AgentState], ToolGroup]
 
 WEBSOCKET_MAX_SIZE = 4 * MAX_HOST_MESSAGE
-"""Frames up to this size are read and answered with an error when > 16 MiB;
-larger ones make websockets close the connection (1009) before buffering them."""
+"""Messages up to this size are read and answered with an error when > 16 MiB;
+larger ones make the WebSocket layer close the connection (1009) before buffering them."""
 CLOSE_HANDSHAKE_TIMEOUT = 2.0
 """Seconds a client gets to answer the closing handshake when the agent stops."""
 CLOSE_WAIT = 10.0
@@ -195,7 +194,7 @@ class ChainTools(ToolGroup):
                 step.update(success=True, result=result, error=None)
             except ParamError as exc:
                 step["error"] = str(exc)
-            except TimeoutError:
+            except asyncio.TimeoutError:
                 step["error"] = f"tool {name!r} timed out after {limit:g} s"
             except Exception as exc:
                 step["error"] = f"{type(exc).__name__}: {exc}"
@@ -226,7 +225,7 @@ class AdareVMServer:
         self.send_timeout = SEND_TIMEOUT
         """Seconds a client has to take a message (plus its size at 1 MiB/s) before it is
         dropped."""
-        self._server: Server | None = None
+        self._server: WebSocketServer | None = None
         factories: list[GroupFactory] = list(default_groups() if groups is None else groups)
         instances = [factory(config, self.state) for factory in factories]
         instances.append(ChainTools(config, self.state, self))
@@ -290,32 +289,32 @@ class AdareVMServer:
         return session
 
     # ------------------------------------------------------------------ WebSocket
-    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+    def _process_request(self, request: Request, remote_address: Any) -> HttpResponse | None:
         token = self.config.token
         if not token:
             return None
-        # Two Authorization headers are refused like a wrong one (``get`` would raise
-        # MultipleValuesError and the handshake would end in HTTP 500).
+        # Exactly one Authorization header: two are refused like a wrong one. Header
+        # values arrive as latin-1, one character per byte: compare the bytes sent.
         supplied = request.headers.get_all("Authorization")
         expected = f"Bearer {token}"
         if len(supplied) == 1 and hmac.compare_digest(
-            supplied[0].encode("utf-8", "surrogateescape"), expected.encode()
+            supplied[0].encode("latin-1"), expected.encode()
         ):
             return None
-        log.warning("rejected connection from %s: bad or missing token", _peer(connection))
-        response = connection.respond(HTTPStatus.UNAUTHORIZED, "missing or wrong bearer token\n")
-        response.headers["WWW-Authenticate"] = "Bearer"
-        return response
+        log.warning("rejected connection from %s: bad or missing token", _peer(remote_address))
+        return HttpResponse.text(
+            HTTPStatus.UNAUTHORIZED,
+            "missing or wrong bearer token",
+            [("WWW-Authenticate", "Bearer")],
+        )
 
-    async def _handle_connection(self, connection: ServerConnection) -> None:
-        peer = _peer(connection)
+    async def _handle_connection(self, connection: WebSocketConnection) -> None:
+        peer = _peer(connection.remote_address)
         log.info("client connected: %s", peer)
-        session = self.open_session(connection.send, peer, connection.transport.abort)
+        session = self.open_session(connection.send, peer, connection.abort)
         try:
             async for message in connection:
                 await session.handle_text(message)
-        except ConnectionClosed:
-            pass
         finally:
             await session.close()
             log.info("client disconnected: %s", peer)
@@ -335,7 +334,6 @@ class AdareVMServer:
                 self.config.port,
                 process_request=self._process_request,
                 max_size=WEBSOCKET_MAX_SIZE,
-                compression=None,
                 ping_interval=20,
                 ping_timeout=20,
                 # A client that does not answer our close must not hold a SIGTERM'd agent.
@@ -360,9 +358,9 @@ class AdareVMServer:
                 await asyncio.wait_for(
                     asyncio.shield(server.wait_closed()), CLOSE_HANDSHAKE_TIMEOUT + 1
                 )
-            except TimeoutError:
-                # A client that does not read blocks the closing handshake's send (it
-                # has no timeout of its own): cut such connections off.
+            except asyncio.TimeoutError:
+                # Every connection is cut off after CLOSE_HANDSHAKE_TIMEOUT; a handler
+                # still running is a session whose calls are slow to stop.
                 for session in list(self.sessions):
                     session.abort()
                 await asyncio.wait_for(server.wait_closed(), CLOSE_WAIT)
@@ -382,16 +380,13 @@ class AdareVMServer:
                 await asyncio.sleep(retry_bind)
         try:
             assert self._server is not None
-            # Not serve_forever(): on cancel it waits, unbounded, for every closing
-            # handshake, and a client that does not read never finishes one. stop()
-            # bounds that wait.
+            # Until stop() or cancellation; stop() bounds the closing of connections.
             await self._server.wait_closed()
         finally:
             await self.stop()
 
 
-def _peer(connection: ServerConnection) -> str:
-    address = connection.remote_address
+def _peer(address: Any) -> str:
     if isinstance(address, tuple) and len(address) >= 2:
         return f"{address[0]}:{address[1]}"
     return str(address)
@@ -453,7 +448,7 @@ class Session:
         limit = send_deadline(len(text), self.server.send_timeout)
         try:
             await asyncio.wait_for(self._send_raw(text), limit)
-        except TimeoutError:
+        except asyncio.TimeoutError:
             raise TimeoutError(
                 f"client {self.peer} did not take a {len(text)}-byte message within "
                 f"{limit:.0f} s; dropping it"
@@ -625,7 +620,7 @@ class Session:
                 return False
             try:
                 await asyncio.wait_for(self._call_ended.wait(), remaining)
-            except TimeoutError:
+            except asyncio.TimeoutError:
                 return False
         return not self.closed
 
@@ -648,7 +643,7 @@ class Session:
         log.info("call %s %s params=%s", call.id, bound.name, sorted(params))
         try:
             result = await asyncio.wait_for(_exit_is_an_error(bound.func(ctx, **params)), limit)
-        except TimeoutError:
+        except asyncio.TimeoutError:
             ctx.kill_processes()
             reply = ToolResult(
                 call.id, False, None, f"tool {bound.name!r} timed out after {limit:g} s"

@@ -2,11 +2,12 @@
 
 ``python3 bundle.pyz RUN_DIR [--serial DEV] ...`` runs :func:`adare_guest.cli.main`.
 The zip holds ``adare_guest``, ``frame_codec`` and the pure-Python parts of
-``websockets`` and ``serial`` (pyserial), copied from the host's installed
-packages; with ``gui=True`` also ``pyautogui`` and its pure-Python dependencies
-(the guest brings ``python3-xlib`` and ``python3-pil`` itself). No compiled
-extension goes in: ``websockets`` falls back to pure Python when its
-``speedups`` module is absent.
+``serial`` (pyserial), copied from the host's installed packages; with ``gui=True``
+also ``pyautogui`` and its pure-Python dependencies (the guest brings
+``python3-xlib`` and ``python3-pil`` itself). No compiled extension goes in. The
+agent's WebSocket server is its own (:mod:`adare_guest.websocket_server`, standard
+library only), so the bundle does not carry ``websockets``, whose releases need a
+newer Python than the oldest guests have.
 
 Each module also goes in as a ``.pyc`` compiled with the unchecked-hash
 invalidation mode (no timestamps), so a guest Python of the host's minor
@@ -18,12 +19,9 @@ The member ``BUNDLE_ID`` is a sha256 over every other member (name, size, bytes)
 the agent reports it as its ``bundle_hash`` (see :mod:`adare_guest.identity`), so
 a change anywhere in the bundle, third-party code included, gives a new identity.
 
-One third-party file differs from its installed copy: ``websockets/version.py``
-imports ``importlib.metadata`` only in its ``if not released:`` branch (see
-:func:`lazy_version_metadata_import`): same behaviour, half a second less start-up
-in a TCG guest. The guest Python uses the ``.pyc`` members only when its magic
-number equals the host's (same minor version: 3.11 host and Debian 12 guest);
-otherwise zipimport compiles the ``.py`` members at every start.
+The guest Python uses the ``.pyc`` members only when its magic number equals the
+host's (same minor version: 3.11 host and Debian 12 guest); otherwise zipimport
+compiles the ``.py`` members at every start.
 
 Example::
 
@@ -50,7 +48,7 @@ from adare_guest import __version__
 from adare_guest.identity import BUNDLE_ID_MEMBER
 from pytest_adare.cache_dir import cache_root
 
-AGENT_PACKAGES = ("adare_guest", "frame_codec", "websockets", "serial")
+AGENT_PACKAGES = ("adare_guest", "frame_codec", "serial")
 GUI_PACKAGES = (
     "pyautogui",
     "pymsgbox",
@@ -64,7 +62,6 @@ GUI_PACKAGES = (
 # Parts of the dependencies the agent never imports. Leaving them out keeps the bundle
 # small, which matters: a guest reads a bundle handed over by fw_cfg in O(size^2).
 EXCLUDED = {
-    "websockets": ("legacy/", "sync/", "__main__.py", "cli.py"),
     "serial": (
         "tools/",
         "urlhandler/",
@@ -150,34 +147,10 @@ def _members(gui: bool) -> dict[str, bytes]:
     for package in packages:
         for name, path in _package_files(package):
             data = path.read_bytes()
-            if name == "websockets/version.py":
-                data = lazy_version_metadata_import(data)
             members[name] = data
             if name.endswith(".py"):
                 members[name + "c"] = _compile(data, name)
     return members
-
-
-_METADATA_IMPORT = "\nimport importlib.metadata\n"
-_UNRELEASED_BRANCH = "\nif not released:  # pragma: no cover\n"
-
-
-def lazy_version_metadata_import(source: bytes) -> bytes:
-    """``websockets/version.py`` with its ``import importlib.metadata`` moved into the
-    ``if not released:`` branch, the only code that uses it.
-
-    A released websockets never runs that branch, so nothing changes but that the
-    guest no longer imports ``importlib.metadata`` (over half a second under TCG).
-    A source of any other shape is returned unchanged.
-    """
-    text = source.decode("utf-8")
-    head, branch, tail = text.partition(_UNRELEASED_BRANCH)
-    if not branch or _METADATA_IMPORT not in head or "\nreleased = True\n" not in head:
-        return source
-    head = head.replace(_METADATA_IMPORT, "\n", 1)
-    if "importlib.metadata" in head or _UNRELEASED_BRANCH in tail:
-        return source
-    return (head + branch + "    import importlib.metadata\n" + tail).encode("utf-8")
 
 
 def bundle_id(members: Mapping[str, bytes]) -> str:

@@ -8,15 +8,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-import websockets.version
 
 from adare_guest.identity import source_hash
-from pytest_adare.image.agent_bundle import (
-    build_agent_bundle,
-    bundle_bytes,
-    bundle_id,
-    lazy_version_metadata_import,
-)
+from pytest_adare.image.agent_bundle import build_agent_bundle, bundle_bytes, bundle_id
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +32,7 @@ def test_bundle_id_member_is_the_hash_of_every_other_member() -> None:
     assert members["BUNDLE_ID"].decode().strip() == bundle.bundle_hash
     assert bundle_id(members) == bundle.bundle_hash
     changed = dict(members)
-    changed["websockets/version.py"] += b"\n# another websockets release\n"
+    changed["serial/__init__.py"] += b"\n# another pyserial release\n"
     assert bundle_id(changed) != bundle.bundle_hash
 
 
@@ -56,11 +50,12 @@ def test_bundle_holds_only_pure_python_agent_code() -> None:
         "adare_guest/cli.py",
         "frame_codec/__init__.py",
         "serial/serialposix.py",
-        "websockets/asyncio/server.py",
-        "websockets/asyncio/server.pyc",
+        "adare_guest/websocket_server.py",
+        "adare_guest/websocket_server.pyc",
     } <= set(names)
     assert not [n for n in names if n.endswith((".so", ".c", ".pyd"))]
-    assert not [n for n in names if n.startswith(("websockets/legacy/", "pyautogui/"))]
+    # The agent's WebSocket server is its own: websockets does not go in.
+    assert not [n for n in names if n.startswith(("websockets/", "pyautogui/"))]
 
 
 def test_gui_bundle_adds_pyautogui_and_its_pure_python_dependencies() -> None:
@@ -77,10 +72,11 @@ def test_a_plain_python_imports_the_agent_from_the_zip_without_site_packages() -
     bundle = build_agent_bundle()
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
-        "import websockets.asyncio.server, serial, adare_guest.cli;"
+        "import adare_guest.server, serial, adare_guest.cli;"
+        "from adare_guest import websocket_server;"
         "from adare_guest.identity import bundle_hash;"
-        "print(websockets.__file__); print(bundle_hash());"
-        "print(websockets.__version__, 'importlib.metadata' in sys.modules)"
+        "print(websocket_server.__file__); print(bundle_hash());"
+        "print('websockets' in sys.modules, 'importlib.metadata' in sys.modules)"
     )
     done = subprocess.run(
         [sys.executable, "-S", "-I", "-c", script, str(bundle.path)],
@@ -89,11 +85,11 @@ def test_a_plain_python_imports_the_agent_from_the_zip_without_site_packages() -
         timeout=60,
         check=True,
     )
-    where, inside_hash, version, metadata_imported = done.stdout.split()
+    where, inside_hash, websockets_imported, metadata_imported = done.stdout.split()
     assert where.startswith(str(bundle.path))
     assert where.endswith(".pyc"), "zipimport compiled the source: the bundled .pyc is unusable"
     assert inside_hash == bundle.bundle_hash
-    assert version == websockets.version.version
+    assert websockets_imported == "False"
     assert metadata_imported == "False"
 
 
@@ -131,17 +127,6 @@ def test_a_bundle_without_bundle_id_falls_back_to_the_source_hash(tmp_path: Path
         check=True,
     )
     assert done.stdout.split() == ["True", "64"]
-
-
-def test_websockets_version_imports_metadata_only_where_it_is_used() -> None:
-    source = Path(websockets.version.__file__).read_bytes()
-    moved = lazy_version_metadata_import(source)
-    head, _, branch = moved.decode().partition("if not released:")
-    assert "importlib.metadata" not in head
-    assert "\n    import importlib.metadata\n" in branch
-    assert lazy_version_metadata_import(moved) == moved
-    other = b"import importlib.metadata\nversion = importlib.metadata.version('x')\n"
-    assert lazy_version_metadata_import(other) == other
 
 
 def test_a_missing_gui_package_names_the_extra_to_install(
