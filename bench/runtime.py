@@ -89,7 +89,8 @@ def main(image: str) -> dict[str, Any]:
             threading.Thread(target=wait_for_qga, daemon=True).start()
 
     def wait_for_qga() -> None:
-        QGAClient(vm.machine.qga_path).sync(timeout=300)
+        with QGAClient(vm.machine.qga_path) as qga:
+            qga.sync(timeout=300)
         qga_first["answered"] = time.perf_counter()
 
     try:

@@ -261,6 +261,12 @@ class QGAClient(SyncTwin[AsyncQGAClient]):
     def __init__(self, path: Path | str) -> None:
         self.aio = AsyncQGAClient(path)
 
+    def __enter__(self) -> QGAClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     sync = sync_twin(AsyncQGAClient.sync)
     ping = sync_twin(AsyncQGAClient.ping)
     execute = sync_twin(AsyncQGAClient.execute)

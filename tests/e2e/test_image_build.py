@@ -58,10 +58,10 @@ def test_guest_poweroff_ends_qemu(tmp_path: Path) -> None:
     manifest = _built("debian")
     with Machine(manifest, tmp_path / "vm", accel="tcg") as vm:
         vm.wait_for_console(r"adare-init: qemu-ga started", 120)
-        qga = QGAClient(vm.qga_path)
-        qga.sync(timeout=60)
-        assert qga.exec(["/bin/busybox", "ls", "/adare/agent"]).stdout == b"bundle.pyz\n"
-        qga.spawn(["/sbin/poweroff"])
+        with QGAClient(vm.qga_path) as qga:
+            qga.sync(timeout=60)
+            assert qga.exec(["/bin/busybox", "ls", "/adare/agent"]).stdout == b"bundle.pyz\n"
+            qga.spawn(["/sbin/poweroff"])
         deadline = time.monotonic() + 60
         while vm.is_running() and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -78,13 +78,13 @@ def test_desktop_image_shows_a_focused_terminal_on_the_vm_display(tmp_path: Path
     assert report.ok, report.failure
     with Machine(manifest, tmp_path / "vm", accel="tcg") as vm:
         vm.wait_for_console(r"adare-init: desktop started", 300)
-        qga = QGAClient(vm.qga_path)
-        qga.sync(timeout=120)
-        focus = _wait_for_focus(qga, "XTerm", vm)
-        assert focus == "XTerm"
-        # Keys typed through QEMU's virtual keyboard reach the focused terminal.
-        vm.type_text("touch /tmp/typed-by-host\n")
-        _wait_for_file(qga, "/tmp/typed-by-host", vm)
+        with QGAClient(vm.qga_path) as qga:
+            qga.sync(timeout=120)
+            focus = _wait_for_focus(qga, "XTerm", vm)
+            assert focus == "XTerm"
+            # Keys typed through QEMU's virtual keyboard reach the focused terminal.
+            vm.type_text("touch /tmp/typed-by-host\n")
+            _wait_for_file(qga, "/tmp/typed-by-host", vm)
         screen = vm.screendump()
         assert screen.size == manifest.display
         darkest, brightest = screen.convert("L").getextrema()

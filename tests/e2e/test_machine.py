@@ -194,12 +194,11 @@ def test_guest_poweroff_ends_a_wait_at_once_with_vmdied(
 
 def test_guest_kernel_panic_ends_a_wait_with_vmdied(image: ImageManifest, tmp_path: Path) -> None:
     with Machine(image, tmp_path / "vm", name="panic") as machine:
-        qga = QGAClient(machine.qga_path)
-        qga.sync(timeout=QGA_BOOT_TIMEOUT)
-        qga.spawn(["sh", "-c", "sleep 0.5; echo c > /proc/sysrq-trigger"])
-        with pytest.raises(VMDied, match="panicked"):
-            machine.wait_for_console("this never appears", timeout=120)
-        qga.close()
+        with QGAClient(machine.qga_path) as qga:
+            qga.sync(timeout=QGA_BOOT_TIMEOUT)
+            qga.spawn(["sh", "-c", "sleep 0.5; echo c > /proc/sysrq-trigger"])
+            with pytest.raises(VMDied, match="panicked"):
+                machine.wait_for_console("this never appears", timeout=120)
 
 
 def test_qmp_quit_ends_a_wait_with_vmdied(image: ImageManifest, tmp_path: Path) -> None:

@@ -53,15 +53,16 @@ def _wait_gone(pid: int, seconds: float) -> bool:
 def test_qemu_dies_when_the_python_process_that_started_it_is_sigkilled() -> None:
     parent = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
-    try:
-        qemu_pid = int(parent.stdout.readline())
-        assert _alive(qemu_pid), "QEMU died with the worker thread that asked for it"
-        os.kill(parent.pid, signal.SIGKILL)
-        parent.wait(timeout=10)
-        assert _wait_gone(qemu_pid, 10), f"QEMU pid {qemu_pid} outlived its SIGKILLed parent"
-    finally:
-        parent.kill()
-        parent.wait(timeout=10)
+    with parent:  # closes the pipe
+        try:
+            qemu_pid = int(parent.stdout.readline())
+            assert _alive(qemu_pid), "QEMU died with the worker thread that asked for it"
+            os.kill(parent.pid, signal.SIGKILL)
+            parent.wait(timeout=10)
+            assert _wait_gone(qemu_pid, 10), f"QEMU pid {qemu_pid} outlived its SIGKILLed parent"
+        finally:
+            parent.kill()
+            parent.wait(timeout=10)
 
 
 MACHINE_CHILD = """
@@ -83,15 +84,16 @@ def test_a_started_machine_dies_with_its_sigkilled_python_process() -> None:
         [sys.executable, "-c", MACHINE_CHILD, here], stdout=subprocess.PIPE, text=True
     )
     assert parent.stdout is not None
-    try:
-        qemu_pid = int(parent.stdout.readline())
-        assert _alive(qemu_pid)
-        os.kill(parent.pid, signal.SIGKILL)
-        parent.wait(timeout=10)
-        assert _wait_gone(qemu_pid, 10), f"QEMU pid {qemu_pid} outlived its SIGKILLed parent"
-    finally:
-        parent.kill()
-        parent.wait(timeout=10)
+    with parent:  # closes the pipe
+        try:
+            qemu_pid = int(parent.stdout.readline())
+            assert _alive(qemu_pid)
+            os.kill(parent.pid, signal.SIGKILL)
+            parent.wait(timeout=10)
+            assert _wait_gone(qemu_pid, 10), f"QEMU pid {qemu_pid} outlived its SIGKILLed parent"
+        finally:
+            parent.kill()
+            parent.wait(timeout=10)
 
 
 def test_spawn_refuses_to_replace_its_death_signal_hook() -> None:
