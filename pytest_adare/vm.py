@@ -21,8 +21,10 @@ on the machine's ``qga_path``) and ``connector`` (opens the agent connection).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
+import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -405,12 +407,20 @@ class VM:
         t = time.monotonic()
         connection = await self._aconnect(saved.meta["agent_token"])
         tool_result("rekey", await connection.call("rekey", {"token": self.token}, 30.0))
+        # Every VM loaded from this state has the saved kernel RNG state: reseed it from
+        # the host, so two of them do not draw the same "random" numbers.
+        seed = base64.b64encode(os.urandom(64)).decode("ascii")
+        seeded = await connection.call("seed_random", {"data": seed}, 30.0)
+        reseeded = (
+            "RNG reseeded" if seeded.get("status") == "success"
+            else f"RNG not reseeded ({str(seeded.get('error'))[:100]})"
+        )  # fmt: skip
         guest = self._attach(connection)
         if self.layout.os == "windows":
             await guest.aio.set_time(datetime.now(timezone.utc))
         else:  # the system clock only: hwclock -w would wait for the RTC's next second
             await guest.aio.shell(f"date -u -s @{time.time():.6f} >/dev/null", timeout=30)
-        self._phase("connect", t, f"{self.transport}, agent re-keyed, guest clock set")
+        self._phase("connect", t, f"{self.transport}, agent re-keyed, {reseeded}, guest clock set")
         await self._apick_gui()
 
     def _save_warm(self, key: str, initrd: Path | None, fw_cfg: Mapping[str, Path]) -> None:

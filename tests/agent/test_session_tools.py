@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import stat
@@ -104,3 +105,27 @@ async def test_rekey_without_a_config_file_changes_the_running_agent_only(
     finally:
         await server.stop()
     assert not (tmp_path / "config.json").exists()
+
+
+async def test_seed_random_mixes_host_bytes_into_the_kernel_pool(tmp_path: Path) -> None:
+    """Real ioctls on this machine's /dev/urandom (adding entropy harms nothing)."""
+    server = AdareVMServer(AgentConfig(host="127.0.0.1", port=0, token=OLD, run_dir=tmp_path))
+    await server.start()
+    try:
+        session = await open_client(server, OLD)
+        seed = base64.b64encode(os.urandom(64)).decode()
+        result = await session.ok("seed_random", data=seed)
+        if os.geteuid() == 0:
+            assert (result["status"], result["bytes"]) == ("success", 64)
+        else:  # both ioctls need CAP_SYS_ADMIN
+            assert result["status"] == "error" and "cannot seed the kernel RNG" in result["error"]
+        for bad, message in [
+            ("not base64!", "data must be base64"),
+            (base64.b64encode(b"short").decode(), "16 to 512 bytes"),
+            (base64.b64encode(bytes(513)).decode(), "16 to 512 bytes"),
+        ]:
+            refused_seed = await session.ok("seed_random", data=bad)
+            assert refused_seed["status"] == "error" and message in refused_seed["error"]
+        await session.close()
+    finally:
+        await server.stop()

@@ -96,3 +96,20 @@ def test_a_broken_saved_state_falls_back_to_a_cold_boot_and_is_saved_again(
         assert "boot" in names and "warm-save" in names
         assert vm.guest.shell("echo ok").stdout == "ok\n"
     assert (directory / "state.bin").stat().st_size > 1_000_000
+
+
+def test_warm_started_vms_do_not_share_the_saved_random_state(tmp_path: Path) -> None:
+    """Two VMs loaded from one saved state would draw the same "random" numbers (the
+    kernel's RNG state is part of the saved RAM; seen before the fix: the same
+    ``/proc/sys/kernel/random/uuid`` in both); the host reseeds it with ``seed_random``."""
+    manifest = image_under_test()
+    image = manifest.path or manifest.disk
+    with launch(image, workdir=tmp_path / "saver", progress=None):
+        pass  # a saved state exists from here on
+    drawn = []
+    for name in ("a", "b"):
+        with launch(image, workdir=tmp_path / name, progress=None) as vm:
+            assert "warm" in [p.name for p in vm.phases]
+            assert any("RNG reseeded" in p.detail for p in vm.phases if p.name == "connect")
+            drawn.append(vm.guest.shell("cat /proc/sys/kernel/random/uuid").check().stdout)
+    assert drawn[0] != drawn[1], drawn
