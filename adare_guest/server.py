@@ -21,7 +21,6 @@ import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from http import HTTPStatus
 from typing import Any, Union
 
 from adare_guest import __version__
@@ -106,7 +105,6 @@ def default_groups() -> list[GroupFactory]:
     return groups
 
 
-
 async def _exit_is_an_error(call: Awaitable[dict[str, Any]]) -> dict[str, Any]:
     """Await a tool, turning ``SystemExit`` (a library calling ``exit()``) into an error.
 
@@ -116,6 +114,7 @@ async def _exit_is_an_error(call: Awaitable[dict[str, Any]]) -> dict[str, Any]:
         return await call
     except SystemExit as exc:
         raise RuntimeError(f"the tool called exit({exc.code!r})") from None
+
 
 async def _encode_off_loop(msg: Message) -> str:
     """``encode_message(msg)`` in pieces on a worker thread (inline when every worker
@@ -303,9 +302,7 @@ class AdareVMServer:
             return None
         log.warning("rejected connection from %s: bad or missing token", _peer(remote_address))
         return HttpResponse.text(
-            HTTPStatus.UNAUTHORIZED,
-            "missing or wrong bearer token",
-            [("WWW-Authenticate", "Bearer")],
+            401, "missing or wrong bearer token", [("WWW-Authenticate", "Bearer")]
         )
 
     async def _handle_connection(self, connection: WebSocketConnection) -> None:

@@ -34,10 +34,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from http import HTTPStatus
 
 MAX_HEAD_BYTES = 16 * 1024
 """Bytes of request line and headers (blank line included) a client may send."""
@@ -47,11 +44,29 @@ WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 """RFC 6455's constant that ``Sec-WebSocket-Accept`` hashes with the client's key."""
 WEBSOCKET_VERSION = "13"
 
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-# Field values: visible ASCII, space, tab and obs-text; no other control byte.
-_FIELD_VALUE = re.compile(rb"[\t\x20-\x7e\x80-\xff]*")
-_TARGET = re.compile(rb"/[\x21-\x7e]*")
+# Byte classes of RFC 9110, checked with bytes.translate (no regex to compile at start-up).
+_TCHAR = b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_VISIBLE = bytes(range(0x21, 0x7F))
+_FIELD_CHAR = b"\t " + _VISIBLE + bytes(range(0x80, 0x100))  # no other control byte
 _END_OF_HEAD = b"\r\n\r\n"
+_REASON_PHRASES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    426: "Upgrade Required",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+BAD_REQUEST = 400
+UPGRADE_REQUIRED = 426
+HEADERS_TOO_LARGE = 431
+
+
+def _only(data: bytes, allowed: bytes) -> bool:
+    """Whether every byte of ``data`` is one of ``allowed``."""
+    return not data.translate(None, allowed)
 
 
 class HandshakeError(Exception):
@@ -93,32 +108,44 @@ class Headers:
         return f"Headers({self._items!r})"
 
 
-@dataclass(frozen=True)
 class Request:
     """An HTTP request head: ``GET`` of ``path`` (request target) with ``headers``."""
 
-    path: str
-    headers: Headers
+    __slots__ = ("headers", "path")
+
+    def __init__(self, path: str, headers: Headers) -> None:
+        self.path = path
+        self.headers = headers
+
+    def __repr__(self) -> str:
+        return f"Request(path={self.path!r}, headers={self.headers!r})"
 
 
-@dataclass(frozen=True)
 class HttpResponse:
     """An HTTP/1.1 response that ends the connection (any status but 101)."""
 
-    status: int
-    headers: tuple[tuple[str, str], ...] = ()
-    body: bytes = b""
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(
+        self, status: int, headers: Iterable[tuple[str, str]] = (), body: bytes = b""
+    ) -> None:
+        self.status = status
+        self.headers = tuple(headers)
+        self.body = body
+
+    def __repr__(self) -> str:
+        return f"HttpResponse({self.status}, {self.headers!r}, {self.body!r})"
 
     @classmethod
     def text(
         cls, status: int, message: str, headers: Iterable[tuple[str, str]] = ()
     ) -> HttpResponse:
         """A response whose body is ``message`` (plain text, one line)."""
-        return cls(status, tuple(headers), f"{message}\n".encode())
+        return cls(status, headers, f"{message}\n".encode())
 
     def serialize(self) -> bytes:
         """The response's bytes: status line, headers, ``Content-Length``, body."""
-        phrase = _reason_phrase(self.status)
+        phrase = _REASON_PHRASES.get(self.status, "Error")
         lines = [f"HTTP/1.1 {self.status} {phrase}"]
         lines += [f"{name}: {value}" for name, value in self.headers]
         lines += [
@@ -127,13 +154,6 @@ class HttpResponse:
             "Connection: close",
         ]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + self.body
-
-
-def _reason_phrase(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Error"
 
 
 class RequestReader:
@@ -172,15 +192,13 @@ class RequestReader:
         if end < 0:
             if len(self._buffer) >= self.max_head_bytes:
                 raise HandshakeError(
-                    HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
-                    f"request head over {self.max_head_bytes} bytes",
+                    HEADERS_TOO_LARGE, f"request head over {self.max_head_bytes} bytes"
                 )
             return None
         head_size = end + len(_END_OF_HEAD)
         if head_size > self.max_head_bytes:
             raise HandshakeError(
-                HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
-                f"request head over {self.max_head_bytes} bytes",
+                HEADERS_TOO_LARGE, f"request head over {self.max_head_bytes} bytes"
             )
         request = parse_request_head(bytes(self._buffer[:end]), self.max_headers)
         del self._buffer[:head_size]
@@ -202,27 +220,25 @@ def parse_request_head(head: bytes, max_headers: int = MAX_HEADERS) -> Request:
         raise _bad_request("only GET opens a WebSocket")
     if version != b"HTTP/1.1":
         raise _bad_request("HTTP/1.1 is required")
-    if not _TARGET.fullmatch(target):
+    if not target.startswith(b"/") or not _only(target, _VISIBLE):
         raise _bad_request("the request target must be a path starting with '/'")
     if len(lines) > max_headers:
-        raise HandshakeError(
-            HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, f"more than {max_headers} headers"
-        )
+        raise HandshakeError(HEADERS_TOO_LARGE, f"more than {max_headers} headers")
     return Request(target.decode("ascii"), Headers(_parse_header(line) for line in lines))
 
 
 def _parse_header(line: bytes) -> tuple[str, str]:
     name, colon, value = line.partition(b":")
-    if not colon or not _TOKEN.fullmatch(name):
+    if not colon or not name or not _only(name, _TCHAR):
         raise _bad_request("a header line is not 'name: value'")
     value = value.strip(b" \t")
-    if not _FIELD_VALUE.fullmatch(value):
+    if not _only(value, _FIELD_CHAR):
         raise _bad_request(f"header {name.decode('ascii')!r} holds a control character")
     return name.decode("ascii"), value.decode("latin-1")
 
 
 def _bad_request(reason: str) -> HandshakeError:
-    return HandshakeError(HTTPStatus.BAD_REQUEST, reason)
+    return HandshakeError(BAD_REQUEST, reason)
 
 
 def _tokens(headers: Headers, name: str) -> list[str]:
@@ -253,7 +269,7 @@ def check_upgrade(request: Request) -> str:
         raise _bad_request("Sec-WebSocket-Version is missing")
     if versions != [WEBSOCKET_VERSION]:
         raise HandshakeError(
-            HTTPStatus.UPGRADE_REQUIRED,
+            UPGRADE_REQUIRED,
             f"WebSocket version {WEBSOCKET_VERSION} is required",
             [("Sec-WebSocket-Version", WEBSOCKET_VERSION)],
         )

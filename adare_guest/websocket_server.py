@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from http import HTTPStatus
 from typing import Any, Optional
 
 from adare_guest.websocket_connection import WebSocketConnection
@@ -220,14 +219,14 @@ class _ServerProtocol(asyncio.Protocol):
         server, transport = self.server, self._transport
         assert transport is not None
         if server.closing:
-            self._refuse(HttpResponse.text(HTTPStatus.SERVICE_UNAVAILABLE, "shutting down"), "")
+            self._refuse(HttpResponse.text(503, "shutting down"), "")
             return
         if server.process_request is not None:
             try:
                 response = server.process_request(request, self.peer)
             except Exception:
                 log.exception("process_request failed for %s", self.peer)
-                response = HttpResponse.text(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error")
+                response = HttpResponse.text(500, "internal error")
             if response is not None:
                 self._refuse(response, "")  # the hook logs its own reasons
                 return

@@ -241,6 +241,9 @@ def test_more_than_128_headers_are_refused_with_431() -> None:
         "GET /ws HTTP/1.1 extra",
         "GET ws HTTP/1.1",
         "GET http://host/ws HTTP/1.1",
+        "GET /a\tb HTTP/1.1",
+        "GET /caf\xe9 HTTP/1.1",
+        "GET /a\x01 HTTP/1.1",
         "GET",
     ],
 )
@@ -402,6 +405,13 @@ def test_several_frames_in_one_feed_come_out_in_order() -> None:
         DataMessage(b"\x00two"),
         Pong(b"q"),
     ]
+
+
+def test_events_are_equal_only_to_events_of_their_kind_with_equal_fields() -> None:
+    assert Ping(b"x") == Ping(b"x") and Ping(b"x") != Pong(b"x") and Ping(b"x") != Ping(b"y")
+    assert DataMessage("a") != DataMessage(b"a") and Close(1000, "") != Close(1001, "")
+    assert len({Ping(b"x"), Ping(b"x"), Pong(b"x")}) == 2
+    assert repr(Close(1000, "bye")) == "Close(code=1000, reason='bye')"
 
 
 def test_fragments_are_joined_and_control_frames_may_come_between() -> None:
