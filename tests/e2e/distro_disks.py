@@ -22,18 +22,21 @@ Variants (``VARIANTS``; the file name is ``<variant>.qcow2``):
     GPT + ESP, systemd, systemd-networkd DHCP, qemu-guest-agent, no cloud-init.
 ``uefi-cloud``
     GPT + ESP, systemd, cloud-init (NoCloud finds a ``cidata`` volume), no QGA and no
-    network configuration of its own (like Debian's genericcloud images).
+    network configuration of its own (like Debian's genericcloud images); nftables
+    enabled with an input policy of drop (only ssh and DHCP replies let in).
 ``bios-qga``
     MBR + SYSLINUX, otherwise the root file system of ``uefi-qga``.
 ``bios-installer``
     MBR, the network as the Debian installer writes it: ifupdown with
-    ``allow-hotplug enp0s2`` / ``iface enp0s2 inet dhcp``; qemu-guest-agent.
+    ``allow-hotplug enp0s2`` / ``iface enp0s2 inet dhcp``; qemu-guest-agent; ufw
+    enabled (its default: incoming denied), as on an Ubuntu desktop.
 ``uefi-cloud-disabled``
     ``uefi-cloud`` with ``/etc/cloud/cloud-init.disabled``: no channel at all.
 ``bios-qga-nopython``
     ``bios-qga`` without python3.
-``bios-installer.vmdk``
-    ``bios-installer`` converted to VMDK (the tests boot only this form of it).
+``bios-installer.vmdk``, ``uefi-qga.vdi``, ``bios-qga.vhdx``
+    ``bios-installer`` converted to VMDK (VMware), ``uefi-qga`` to VDI (VirtualBox),
+    ``bios-qga`` to VHDX (Hyper-V): the tests boot these forms of them.
 
 Every disk has the root password ``adare`` and a serial getty on ``ttyS0``
 (``console=ttyS0``). Needs root (mmdebstrap ``--mode=root`` and ``chroot``), network
@@ -87,6 +90,8 @@ PACKAGES = (
     "isc-dhcp-client",
     "iproute2",
     "systemd-boot-efi",
+    "nftables",
+    "ufw",
 )
 _DPKG_EXCLUDES = (
     "path-exclude=/usr/share/man/*",
@@ -101,6 +106,19 @@ _FIRST_LBA = 2048
 _ESP_TYPE = "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"
 _LINUX_TYPE = "0FC63DAF-8483-4772-8E79-3D69D8477DE4"
 _NETWORKD_DHCP = "[Match]\nName=en* eth*\n\n[Network]\nDHCP=yes\n"
+_NFTABLES_DROP = (
+    "#!/usr/sbin/nft -f\n\nflush ruleset\n\n"
+    "table inet filter {\n"
+    "\tchain input {\n"
+    "\t\ttype filter hook input priority filter; policy drop;\n"
+    "\t\tct state established,related accept\n"
+    "\t\tiif lo accept\n"
+    "\t\tmeta l4proto { icmp, ipv6-icmp } accept\n"
+    "\t\tudp dport 68 accept\n"
+    "\t\ttcp dport 22 accept\n"
+    "\t}\n"
+    "}\n"
+)
 _INSTALLER_INTERFACES = (
     "source /etc/network/interfaces.d/*\n\n"
     "auto lo\niface lo inet loopback\n\n"
@@ -210,11 +228,16 @@ def _systemd_qga(root: Path, log: Log) -> None:
 
 
 def _cloud(root: Path, log: Log) -> None:
-    _chroot(root, "dpkg --purge qemu-guest-agent ifupdown; systemctl enable systemd-networkd", log)
+    (root / "etc/nftables.conf").write_text(_NFTABLES_DROP)
+    _chroot(root, "dpkg --purge qemu-guest-agent ifupdown; systemctl enable systemd-networkd; "
+            "systemctl enable nftables", log)  # fmt: skip
 
 
 def _installer(root: Path, log: Log) -> None:
-    _chroot(root, "dpkg --purge cloud-init", log)
+    # What `ufw enable` persists, without loading rules into the build host's firewall.
+    _chroot(root, "dpkg --purge cloud-init; systemctl enable ufw; "
+            "sed -i 's/^ENABLED=no/ENABLED=yes/' /etc/ufw/ufw.conf; "
+            "grep -qx 'ENABLED=yes' /etc/ufw/ufw.conf", log)  # fmt: skip
     (root / "etc/network/interfaces").write_text(_INSTALLER_INTERFACES)
 
 
@@ -359,8 +382,9 @@ def _build_all(work: Path, out: Path, log: Log) -> None:
         log(f"distro disks: {variant}")
         _disk(boot_fs, roots[root], out / f"{variant}.qcow2", uefi=boot_fs == esp, work=work,
               log=log)  # fmt: skip
-    _run(["qemu-img", "convert", "-O", "vmdk", str(out / "bios-installer.qcow2"),
-          str(out / "bios-installer.vmdk")], log)  # fmt: skip
+    for variant, fmt in (("bios-installer", "vmdk"), ("uefi-qga", "vdi"), ("bios-qga", "vhdx")):
+        _run(["qemu-img", "convert", "-O", fmt, str(out / f"{variant}.qcow2"),
+              str(out / f"{variant}.{fmt}")], log)  # fmt: skip
 
 
 def main() -> int:

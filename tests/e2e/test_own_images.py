@@ -4,9 +4,11 @@ The disks come from ``distro_disks.py`` (UEFI and BIOS, systemd, QGA or cloud-in
 installer's network configuration; built once and cached). Each variant boots through
 the plugin in an inner pytest run with ``accel=auto`` and a fresh cache (the module's
 first boot probes KVM on the disk itself; the later ones reuse its verdict) and passes
-shell + file-system diff + pull + snapshot isolation; the installer variant boots as a
-VMDK. The failures that must be fast and clear are checked with ``launch()`` and
-``adare-image check``.
+shell + file-system diff + pull + snapshot isolation; three variants boot in the form
+another hypervisor exports (VDI, VHDX, VMDK), converted once to qcow2 by the plugin;
+two have a firewall that drops inbound connections (ufw; nftables), which the plugin
+opens for the agent's port. The failures that must be fast and clear are checked with
+``launch()`` and ``adare-image check``.
 
 Seven boots in all (a TCG boot of a systemd guest takes ~40 s on a quiet host, a
 cloud-init first boot ~150 s); the two failures end in ~35 s and ~70 s.
@@ -42,6 +44,10 @@ def test_1_shell_diff_pull(guest, tmp_path):
 def test_2_snapshot_isolation(guest):
     assert guest.shell("ls /root/left-behind 2>/dev/null").stdout == ""
     assert guest.shell("echo alive").stdout == "alive\\n"
+
+def test_3_firewall_state(guest):
+    rules = guest.shell("nft list ruleset 2>/dev/null; iptables -S INPUT 2>/dev/null").stdout
+    print("FIREWALL<<" + rules + ">>FIREWALL")
 """
 
 
@@ -72,27 +78,49 @@ def _ready_seconds(output: str) -> float:
     return float(match.group(1))
 
 
+_UFW_OPENED = "-A INPUT -p tcp -m tcp --dport 18765 -j ACCEPT"
+_NFT_OPENED = "tcp dport 18765 accept"
+
+
 @pytest.mark.parametrize(
-    ("variant", "firmware", "delivery"),
+    ("variant", "firmware", "delivery", "firewall"),
     [
-        ("uefi-qga", "firmware: uefi (detected: GPT with an EFI system partition", "qga:"),
-        ("bios-qga", "firmware: bios (detected: MBR partition table)", "qga:"),
-        # the installer's network (allow-hotplug enp0s2) on a disk converted to VMDK
-        ("bios-installer.vmdk", "firmware: bios (detected: MBR partition table)", "qga:"),
-        ("uefi-cloud", "firmware: uefi (detected:", "cloud-init: the agent was started"),
+        # as VirtualBox and Hyper-V export them
+        ("uefi-qga.vdi", "firmware: uefi (detected: GPT with an EFI system partition", "qga:",
+         ()),
+        ("bios-qga.vhdx", "firmware: bios (detected: MBR partition table)", "qga:", ()),
+        # the installer's network (allow-hotplug enp0s2) on a disk converted to VMDK, ufw on
+        ("bios-installer.vmdk", "firmware: bios (detected: MBR partition table)", "qga:",
+         ("-j ufw-before-input", _UFW_OPENED, "firewall: iptables: INPUT accepts 18765/tcp")),
+        # nftables with an input policy of drop; the seed opens the port
+        ("uefi-cloud", "firmware: uefi (detected:", "cloud-init: the agent was started",
+         ("policy drop;", _NFT_OPENED)),
     ],
 )
 def test_a_distro_disk_boots_through_the_plugin(
-    inner: pytest.Pytester, disks: Path, variant: str, firmware: str, delivery: str
+    inner: pytest.Pytester,
+    disks: Path,
+    variant: str,
+    firmware: str,
+    delivery: str,
+    firewall: tuple[str, ...],
 ) -> None:
-    disk = disks / (variant if variant.endswith(".vmdk") else f"{variant}.qcow2")
+    """``firewall``: what the firewall shows after the port was opened (the guest's
+    ``nft list ruleset`` / ``iptables -S INPUT``, and the install's progress line);
+    a guest without an active firewall must show no rule for the port."""
+    disk = disks / (variant if "." in variant else f"{variant}.qcow2")
     result = inner.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-v", f"--adare-vm={disk}",
+        "-p", "no:cacheprovider", "-v", "-s", f"--adare-vm={disk}",
         "--adare-accel=auto", timeout=INNER_TIMEOUT,
     )  # fmt: skip
     output = result.stdout.str()
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     assert firmware in output and delivery in output
+    rules = output.split("FIREWALL<<", 1)[1].split(">>FIREWALL", 1)[0]
+    for shown in firewall:
+        assert shown in (output if shown.startswith("firewall:") else rules), rules
+    if not firewall:
+        assert "18765" not in rules and "firewall: none active" in output
     assert "settle: systemd: running" in output or "settle: systemd: degraded" in output
     print(f"{variant}: ready in {_ready_seconds(output):.1f} s")
 
