@@ -274,6 +274,18 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.1f}" if a and b else "?"
 
 
+def _start_limit(b: dict[str, Any]) -> str:
+    init = figure(b, "boot", "*", "median_seconds_from_qemu_start", "init")
+    agent = figure(b, "boot", "*", "median_seconds_from_qemu_start", "agent")
+    gap = f"{agent - init:.2f}" if agent and init else "?"
+    return (
+        f"Python under emulation: of the {gap} s from the guest's init to the agent answering, "
+        f"importing the agent's modules is {figure(b, 'agent_perf', 'agent_import', 'total_s')} "
+        "s of guest time (agent_perf agent_import); the rest is the interpreter's own start, "
+        "reading the zipped bundle and the agent's set-up, not broken down further"
+    )
+
+
 def _shell_limit(b: dict[str, Any]) -> str:
     floor = figure(b, "agent_perf", "shell", "floor_posix_spawn_sh_c_true_p50_ms")
     qga = figure(b, "runtime", "qga_guest_exec_true", "p50_ms")
@@ -322,9 +334,9 @@ GOALS = (
             figure(b, "agent_perf", "snapshot", "find_in_guest_s"),
         ),
         lambda b: (
-            f"`find` only writes {figure(b, 'agent_perf', 'snapshot', 'entries')} records to a "
-            "file in the guest; the snapshot also carries them over the transport in pages and "
-            "parses them into entries on the host"
+            f"`find` only writes {figure(b, 'agent_perf', 'snapshot', 'entries') or 0:.0f} "
+            "records to a file in the guest; the snapshot also carries them over the transport "
+            "in pages and parses them into entries on the host"
         ),
     ),
     Goal(
@@ -343,11 +355,7 @@ GOALS = (
             figure(b, "boot", "*", "median_seconds_from_qemu_start", "agent"),
             (figure(b, "boot", "*", "median_seconds_from_qemu_start", "qga") or 0) + 1 or None,
         ),
-        lambda b: (
-            "Python's own start-up under emulation: importing the agent's modules costs "
-            f"{figure(b, 'agent_perf', 'agent_import', 'total_s')} s of guest time "
-            "(agent_perf agent_import)"
-        ),
+        lambda b: _start_limit(b),
     ),
     Goal(
         "serial link pull, network off (virtio-serial)",

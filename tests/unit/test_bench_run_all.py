@@ -65,3 +65,27 @@ def test_only_the_generated_part_of_the_doc_is_replaced(
     monkeypatch.setattr(run_all, "PERFORMANCE", doc)
     run_all.write_performance(f"{run_all.BEGIN}\nnew\n{run_all.END}\n")
     assert doc.read_text() == f"# Perf\nprose\n{run_all.BEGIN}\nnew\n{run_all.END}\nafter\n"
+
+
+def test_each_goal_is_met_or_says_what_limits_it(run_all: ModuleType) -> None:
+    def ok(result: dict[str, object]) -> dict[str, object]:
+        return {"ok": True, "seconds": 1.0, "result": result}
+
+    benchmarks = {
+        "warm_start": ok({"warm": {"median_qemu_start_to_first_tool_s": 0.9}}),
+        "runtime": ok({
+            "execute_shell_true": {"p50_ms": 40.0},
+            "qga_guest_exec_true": {"p50_ms": 50.0},
+        }),
+        "agent_perf": ok({"shell": {"floor_posix_spawn_sh_c_true_p50_ms": 35.0,
+                                    "agent_p50_ms": 52.5}}),
+    }  # fmt: skip
+    rows = {row[0]: row for row in run_all.goal_rows(benchmarks)}
+    warm = rows["QEMU start → first tool answered, second and later sessions (warm start)"]
+    assert warm[2:] == ["0.9 s (needed 1.5)", "met", ""]
+    shell = rows['`execute_shell("true")` p50']
+    assert shell[2:4] == ["40 ms (needed 16.7)", "**missed**"]
+    assert "takes 35.0 ms" in shell[4] and "QGA is only 1.4x the floor" in shell[4]
+    assert "the agent's path is 1.5x it" in shell[4]
+    # a goal whose script did not run is said to be unmeasured, not met
+    assert rows["per-test snapshot restore, median"][2] == "not measured"
