@@ -34,9 +34,10 @@ Variants (``VARIANTS``; the file name is ``<variant>.qcow2``):
     ``uefi-cloud`` with ``/etc/cloud/cloud-init.disabled``: no channel at all.
 ``bios-qga-nopython``
     ``bios-qga`` without python3.
-``bios-installer.vmdk``, ``uefi-qga.vdi``, ``bios-qga.vhdx``
+``bios-installer.vmdk``, ``uefi-qga.vdi``, ``bios-qga.vhdx``, ``bios-qga.vpc``
     ``bios-installer`` converted to VMDK (VMware), ``uefi-qga`` to VDI (VirtualBox),
-    ``bios-qga`` to VHDX (Hyper-V): the tests boot these forms of them.
+    ``bios-qga`` to VHDX (Hyper-V) and VPC (Virtual PC / Azure's VHD): the tests boot
+    these forms of them.
 
 Every disk has the root password ``adare`` and a serial getty on ``ttyS0``
 (``console=ttyS0``). Needs root (mmdebstrap ``--mode=root`` and ``chroot``), network
@@ -382,7 +383,10 @@ def _build_all(work: Path, out: Path, log: Log) -> None:
         log(f"distro disks: {variant}")
         _disk(boot_fs, roots[root], out / f"{variant}.qcow2", uefi=boot_fs == esp, work=work,
               log=log)  # fmt: skip
-    for variant, fmt in (("bios-installer", "vmdk"), ("uefi-qga", "vdi"), ("bios-qga", "vhdx")):
+    exports = (
+        ("bios-installer", "vmdk"), ("uefi-qga", "vdi"), ("bios-qga", "vhdx"), ("bios-qga", "vpc"),
+    )  # fmt: skip
+    for variant, fmt in exports:
         _run(["qemu-img", "convert", "-O", fmt, str(out / f"{variant}.qcow2"),
               str(out / f"{variant}.{fmt}")], log)  # fmt: skip
 

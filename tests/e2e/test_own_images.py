@@ -5,12 +5,12 @@ installer's network configuration; built once and cached). Each variant boots th
 the plugin in an inner pytest run with ``accel=auto`` and a fresh cache (the module's
 first boot probes KVM on the disk itself; the later ones reuse its verdict) and passes
 shell + file-system diff + pull + snapshot isolation; three variants boot in the form
-another hypervisor exports (VDI, VHDX, VMDK), converted once to qcow2 by the plugin;
+another hypervisor exports (VDI, VHDX, VPC, VMDK), converted once to qcow2 by the plugin;
 two have a firewall that drops inbound connections (ufw; nftables), which the plugin
 opens for the agent's port. The failures that must be fast and clear are checked with
 ``launch()`` and ``adare-image check``.
 
-Seven boots in all (a TCG boot of a systemd guest takes ~40 s on a quiet host, a
+Eight boots in all (a TCG boot of a systemd guest takes ~40 s on a quiet host, a
 cloud-init first boot ~150 s); the two failures end in ~35 s and ~70 s.
 """
 
@@ -89,6 +89,7 @@ _NFT_OPENED = "tcp dport 18765 accept"
         ("uefi-qga.vdi", "firmware: uefi (detected: GPT with an EFI system partition", "qga:",
          ()),
         ("bios-qga.vhdx", "firmware: bios (detected: MBR partition table)", "qga:", ()),
+        ("bios-qga.vpc", "firmware: bios (detected: MBR partition table)", "qga:", ()),
         # the installer's network (allow-hotplug enp0s2) on a disk converted to VMDK, ufw on
         ("bios-installer.vmdk", "firmware: bios (detected: MBR partition table)", "qga:",
          ("-j ufw-before-input", _UFW_OPENED, "firewall: iptables: INPUT accepts 18765/tcp")),
