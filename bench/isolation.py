@@ -3,7 +3,9 @@
 Writes a test file of N tests (each leaves a file behind and checks that the previous
 test's file is gone), runs it with pytest under each isolation mode on the same image
 in one run, and prints one JSON object: the per-test clean-state times the plugin
-recorded (JUnit property ``adare_clean_state``) and each run's wall-clock total.
+recorded (JUnit property ``adare_clean_state``) and each run's wall-clock total; and
+where one restore's time goes (``restore_breakdown``: ``vm.last_restore``'s steps and
+the first tool call after it, median of ``--restores`` on a ``launch()``ed VM).
 
 Run: ``python bench/isolation.py --image debian [--tests 20]``
 """
@@ -81,14 +83,34 @@ def run_mode(image: str, mode: str, count: int, workdir: Path) -> dict[str, Any]
     }
 
 
+def restore_breakdown(image: str, count: int, workdir: Path) -> dict[str, Any]:
+    """Median milliseconds of each step of ``restore_ready`` and of the first call after."""
+    from pytest_adare import launch
+
+    steps: dict[str, list[float]] = {}
+    with launch(image, workdir=workdir / "breakdown", progress=None) as vm:
+        vm.save_ready()
+        for _ in range(count):
+            vm.guest.shell("touch /dev/shm/adare-bench-dirty").check()
+            vm.restore_ready()
+            t = time.monotonic()
+            vm.guest.call("get_timestamp")
+            for name, seconds in {**vm.last_restore, "first_call": time.monotonic() - t}.items():
+                steps.setdefault(name, []).append(seconds)
+    medians = {f"{name}_ms": round(statistics.median(s) * 1000, 1) for name, s in steps.items()}
+    return {"restores": count, **medians}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", default="debian", help="--adare-vm value (default debian)")
     parser.add_argument("--tests", type=int, default=20, help="tests per file (default 20)")
+    parser.add_argument("--restores", type=int, default=8, help="restores timed step by step")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="adare-bench-") as tmp:
         snapshot = run_mode(args.image, "snapshot", args.tests, Path(tmp))
         reboot = run_mode(args.image, "reboot", args.tests, Path(tmp))
+        breakdown = restore_breakdown(args.image, args.restores, Path(tmp))
     snap_median = snapshot["clean_state_seconds"]["median"]
     reboot_median = reboot["clean_state_seconds"]["median"]
     print(
@@ -102,6 +124,7 @@ def main() -> None:
                 if snap_median and reboot_median
                 else None,
                 "file_total_speedup": round(reboot["total_seconds"] / snapshot["total_seconds"], 1),
+                "restore_breakdown": breakdown,
             },
             indent=2,
         )

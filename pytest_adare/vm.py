@@ -204,6 +204,9 @@ class VM:
                 self.options.hypervisor, self.layout.serial_device
             )
         self.phases: list[Phase] = []
+        self.last_restore: dict[str, float] = {}
+        """Seconds each step of the last :meth:`restore_ready` took: ``disconnect``,
+        ``loadvm``, ``reconnect`` (empty before the first)."""
         self._machine: Machine | None = None
         self._bundle: AgentBundle | None = None
         self._qga: AsyncQGAClient | None = None
@@ -758,13 +761,20 @@ class VM:
         :raise VMDied: the machine is not running, or died meanwhile.
         """
 
+        steps: dict[str, float] = {}
+
         async def restore() -> None:
             self.machine.check_alive()
+            t = time.monotonic()
             await self._adisconnect()
+            steps["disconnect"], t = time.monotonic() - t, time.monotonic()
             await self.machine.aloadvm(tag)
+            steps["loadvm"], t = time.monotonic() - t, time.monotonic()
             await self._areconnect()
+            steps["reconnect"] = time.monotonic() - t
 
         self._run(restore())
+        self.last_restore = steps
 
     def reboot(self, progress: Progress | None = None) -> None:
         """Boot the guest again from a fresh overlay (a clean disk) and reconnect.
