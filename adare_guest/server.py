@@ -64,7 +64,7 @@ from adare_guest.tools.base import (
 )
 from adare_guest.websocket_connection import ConnectionClosed, WebSocketConnection
 from adare_guest.websocket_handshake import HttpResponse, Request
-from adare_guest.websocket_server import WebSocketServer, serve
+from adare_guest.websocket_server import WebSocketServer
 from adare_guest.worker_pool import PoolExhausted, shared_pool
 
 log = logging.getLogger("adare_guest.server")
@@ -324,21 +324,21 @@ class AdareVMServer:
         host, warning = listen_host(self.config)
         if warning:
             log.warning("%s", warning)
+        server = WebSocketServer(
+            self._handle_connection,
+            process_request=self._process_request,
+            max_size=WEBSOCKET_MAX_SIZE,
+            ping_interval=20,
+            ping_timeout=20,
+            # A client that does not answer our close must not hold a SIGTERM'd agent.
+            close_timeout=CLOSE_HANDSHAKE_TIMEOUT,
+        )
         try:
-            self._server = await serve(
-                self._handle_connection,
-                host,
-                self.config.port,
-                process_request=self._process_request,
-                max_size=WEBSOCKET_MAX_SIZE,
-                ping_interval=20,
-                ping_timeout=20,
-                # A client that does not answer our close must not hold a SIGTERM'd agent.
-                close_timeout=CLOSE_HANDSHAKE_TIMEOUT,
-            )
+            await server.listen(host, self.config.port)
         except OSError as exc:
             self.record_error(f"cannot listen on {host}:{self.config.port}: {exc}")
             raise
+        self._server = server
         sockname = next(iter(self._server.sockets)).getsockname()
         self.listen_address = (host, int(sockname[1]))
         self.listening = True

@@ -16,7 +16,8 @@ has finished and every socket is closed.
 >>> async def echo(connection):                                 # doctest: +SKIP
 ...     async for message in connection:
 ...         await connection.send(message)
->>> server = await serve(echo, "127.0.0.1", 0)                  # doctest: +SKIP
+>>> server = WebSocketServer(echo, max_size=1 << 20)             # doctest: +SKIP
+>>> await server.listen("127.0.0.1", 0)                        # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -270,34 +271,3 @@ class _ServerProtocol(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-
-async def serve(
-    handler: Handler,
-    host: str,
-    port: int,
-    *,
-    process_request: ProcessRequest | None = None,
-    max_size: int,
-    ping_interval: float | None = 20.0,
-    ping_timeout: float = 20.0,
-    close_timeout: float = 10.0,
-    handshake_timeout: float = HANDSHAKE_TIMEOUT,
-) -> WebSocketServer:
-    """A :class:`WebSocketServer` listening on ``host``:``port`` (0: a free port).
-
-    ``max_size`` bounds one message (bigger: closed with 1009 before it is buffered).
-
-    :raise OSError: the address cannot be bound.
-    """
-    server = WebSocketServer(
-        handler,
-        process_request=process_request,
-        max_size=max_size,
-        ping_interval=ping_interval,
-        ping_timeout=ping_timeout,
-        close_timeout=close_timeout,
-        handshake_timeout=handshake_timeout,
-    )
-    await server.listen(host, port)
-    return server

@@ -29,7 +29,7 @@ from adare_guest.websocket_connection import (
     WebSocketConnection,
 )
 from adare_guest.websocket_frames import Opcode
-from adare_guest.websocket_server import WebSocketServer, serve
+from adare_guest.websocket_server import WebSocketServer
 
 pytestmark = pytest.mark.asyncio
 WAIT = 10.0
@@ -69,7 +69,8 @@ async def start_server() -> AsyncIterator[Starter]:
 
     async def start(handler: Handler, **options: Any) -> WebSocketServer:
         options.setdefault("max_size", 1 << 20)
-        server = await serve(handler, "127.0.0.1", 0, **options)
+        server = WebSocketServer(handler, **options)
+        await server.listen("127.0.0.1", 0)
         servers.append(server)
         return server
 
