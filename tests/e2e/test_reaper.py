@@ -50,19 +50,24 @@ def _wait_gone(pid: int, seconds: float) -> bool:
     return False
 
 
-def test_qemu_dies_when_the_python_process_that_started_it_is_sigkilled() -> None:
-    parent = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
+def _sigkill_and_check_qemu_gone(parent: subprocess.Popen[str], not_alive: str) -> None:
+    """``parent`` prints its QEMU's pid; SIGKILL it, then that QEMU must go within 10 s."""
     assert parent.stdout is not None
     with parent:  # closes the pipe
         try:
             qemu_pid = int(parent.stdout.readline())
-            assert _alive(qemu_pid), "QEMU died with the worker thread that asked for it"
+            assert _alive(qemu_pid), not_alive
             os.kill(parent.pid, signal.SIGKILL)
             parent.wait(timeout=10)
             assert _wait_gone(qemu_pid, 10), f"QEMU pid {qemu_pid} outlived its SIGKILLed parent"
         finally:
             parent.kill()
             parent.wait(timeout=10)
+
+
+def test_qemu_dies_when_the_python_process_that_started_it_is_sigkilled() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
+    _sigkill_and_check_qemu_gone(parent, "QEMU died with the worker thread that asked for it")
 
 
 MACHINE_CHILD = """
@@ -83,17 +88,7 @@ def test_a_started_machine_dies_with_its_sigkilled_python_process() -> None:
     parent = subprocess.Popen(
         [sys.executable, "-c", MACHINE_CHILD, here], stdout=subprocess.PIPE, text=True
     )
-    assert parent.stdout is not None
-    with parent:  # closes the pipe
-        try:
-            qemu_pid = int(parent.stdout.readline())
-            assert _alive(qemu_pid)
-            os.kill(parent.pid, signal.SIGKILL)
-            parent.wait(timeout=10)
-            assert _wait_gone(qemu_pid, 10), f"QEMU pid {qemu_pid} outlived its SIGKILLed parent"
-        finally:
-            parent.kill()
-            parent.wait(timeout=10)
+    _sigkill_and_check_qemu_gone(parent, "QEMU is not running")
 
 
 def test_spawn_refuses_to_replace_its_death_signal_hook() -> None:
