@@ -52,11 +52,12 @@ def rtc_base(clock: str) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def check_ready_command(command: object, where: str) -> str:
-    """``command`` when it is a non-blank string without NUL; :raise ValueError: else."""
+def ready_command_problem(command: object) -> str | None:
+    """What is wrong with ``command`` as a readiness command (it must be a non-blank
+    string without NUL), to follow the name of where it came from; None when nothing."""
     if not isinstance(command, str) or not command.strip() or "\0" in command:
-        raise ValueError(f"{where} must be a non-empty shell command, got {command!r}")
-    return command
+        return f"must be a non-empty shell command, got {command!r}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -106,8 +107,9 @@ class VMOptions:
     def __post_init__(self) -> None:
         if self.clock is not None:
             rtc_base(self.clock)
-        if self.ready_command is not None:
-            check_ready_command(self.ready_command, "ready_command")
+        ready = self.ready_command
+        if ready is not None and (problem := ready_command_problem(ready)):
+            raise ValueError(f"ready_command {problem}")
         if self.ready_timeout <= 0:
             raise ValueError(f"ready_timeout must be positive, got {self.ready_timeout}")
         checks: tuple[tuple[str, tuple[str, ...]], ...] = (

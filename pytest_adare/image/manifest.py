@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_adare.errors import ImageError
 from pytest_adare.image.partition_table import FIRMWARES, Firmware
-from pytest_adare.vm_options import check_ready_command
+from pytest_adare.vm_options import ready_command_problem
 
 MANIFEST_NAME = "adare-image.json"
 DISK_FORMATS = ("qcow2", "raw", "vmdk", "vdi", "vhdx", "vpc")
@@ -154,11 +154,8 @@ class _Fields:
 
 def _ready_command_from(fields: _Fields) -> str | None:
     command: str | None = fields.get("ready_command", str, None)
-    if command is not None:
-        try:
-            check_ready_command(command, "it")
-        except ValueError as error:
-            raise fields.fail("ready_command", str(error).removeprefix("it ")) from None
+    if command is not None and (problem := ready_command_problem(command)):
+        raise fields.fail("ready_command", problem)
     return command
 
 

@@ -28,7 +28,7 @@ from pytest_adare.vm_options import (
     TRANSPORTS,
     WARM_MODES,
     VMOptions,
-    check_ready_command,
+    ready_command_problem,
 )
 
 C = TypeVar("C", bound=str)
@@ -318,10 +318,9 @@ def parse_cpus(value: str | int, source: str) -> int:
 
 
 def _ready_command(value: str, source: str) -> str:
-    try:
-        return check_ready_command(value, "it")
-    except ValueError as error:
-        raise pytest.UsageError(f"{source}: {str(error).removeprefix('it ')}") from None
+    if problem := ready_command_problem(value):
+        raise pytest.UsageError(f"{source}: {problem}")
+    return value
 
 
 def _choice(value: str, spec: OptionSpec, source: str) -> str:
@@ -466,9 +465,7 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
             kwargs.get("firmware", options.firmware), FIRMWARE_CHOICES, "firmware"
         ),
         hypervisor=hypervisor or None,
-        ready_command=check_ready_command(ready, "adare_vm marker: ready_command")
-        if (ready := kwargs.get("ready_command", options.ready_command)) is not None
-        else None,
+        ready_command=_marker_ready_command(kwargs.get("ready_command", options.ready_command)),
     )
     return VMRequest(
         image=str(image),
@@ -479,6 +476,14 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
         needs_desktop=bool(gui),
         needs_os=os_name,
     )
+
+
+def _marker_ready_command(value: Any) -> str | None:
+    if value is None:
+        return None
+    if problem := ready_command_problem(value):
+        raise ValueError(f"adare_vm marker: ready_command {problem}")
+    return str(value)
 
 
 def _marker_clock(value: Any) -> str | None:
