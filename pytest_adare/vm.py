@@ -372,6 +372,7 @@ class VM:
                 bundle_hash=self._bundle.bundle_hash,
                 run_dir=str(self.layout.run_dir),
                 handoff=route if self.handoff else "none",
+                ready_command=self.ready_command,
             )
         if self._progress is not None:
             self._progress(f"{self.name} warm: {plan.reason}")

@@ -40,8 +40,6 @@ class WarmImage(Protocol):
     def memory_mib(self) -> int | None: ...
     @property
     def desktop(self) -> bool: ...
-    @property
-    def ready_command(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -84,10 +82,12 @@ def warm_plan(
     bundle_hash: str,
     run_dir: str,
     handoff: str,
+    ready_command: str | None = None,
     custom_config: bool = False,
     root: Path | None = None,
 ) -> WarmPlan:
-    """The plan for a VM of ``image`` with ``options`` whose QEMU will run under ``accel``."""
+    """The plan for a VM of ``image`` with ``options`` whose QEMU will run under ``accel``;
+    ``ready_command`` is the VM's readiness command (options', else manifest's)."""
     reason = cold_only_reason(image, options, custom_config)
     if reason is not None:
         return WarmPlan(None, None, reason)
@@ -106,7 +106,7 @@ def warm_plan(
         "run_dir": run_dir,
         "handoff": handoff,
         # The state is saved once the guest is ready, so it is only as ready as this says.
-        "ready": options.ready_command or image.ready_command or "",
+        "ready": ready_command or "",
     }
     key = state_key(parts)
     saved = find_state(key, root)

@@ -15,6 +15,7 @@ import io
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -387,6 +388,14 @@ def test_save_ready_disconnects_before_savevm_and_reconnects_after(
     ]
     assert started.guest is guest
     assert guest.aio.connection is parts.connections[1]
+
+
+def test_the_ready_command_is_the_options_else_the_manifests(parts: Parts, tmp_path: Path) -> None:
+    image = replace(_plain(tmp_path), ready_command="systemctl is-active app")
+    assert parts.vm(image, tmp_path / "a").ready_command == "systemctl is-active app"
+    marked = parts.vm(image, tmp_path / "b", ready_command="test -e /run/ready")
+    assert marked.ready_command == "test -e /run/ready"
+    assert parts.vm(_plain(tmp_path), tmp_path / "c").ready_command is None
 
 
 def test_restore_ready_disconnects_before_loadvm_and_reconnects_after(

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import stat
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +62,6 @@ def image(tmp_path: Path) -> ImageManifest:
 
 def plan(image: ImageManifest, root: Path, **changes: Any) -> Any:
     options = VMOptions(**changes.pop("options", {}))
-    image = replace(image, **changes.pop("image_changes", {}))
     args: dict[str, Any] = {
         "accel": TCG,
         "bundle_hash": "bundle-a",
@@ -89,8 +87,8 @@ def test_the_key_covers_every_fact_a_saved_state_depends_on(
         plan(image, root, run_dir="/other").key,
         plan(image, root, handoff="fw_cfg").key,
         plan(image, root, options={"transport": "serial", "network": False}).key,
-        plan(image, root, options={"ready_command": "test -e /run/app.ready"}).key,
-        plan(image, root, image_changes={"ready_command": "systemctl is-active app"}).key,
+        plan(image, root, ready_command="test -e /run/app.ready").key,
+        plan(image, root, ready_command="systemctl is-active app").key,
     }
     assert base not in others and len(others) == 9
     (tmp_path / "vmlinuz").write_bytes(b"a rebuilt kernel")  # size and mtime change
