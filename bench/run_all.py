@@ -311,7 +311,7 @@ GOALS = (
             figure(b, "runtime", "execute_shell_true", "p50_ms"),
             (figure(b, "runtime", "qga_guest_exec_true", "p50_ms") or 0) / 3 or None,
         ),
-        lambda b: _shell_limit(b),
+        _shell_limit,
     ),
     Goal(
         "64 MiB pull (binary messages)",
@@ -358,7 +358,7 @@ GOALS = (
             figure(b, "boot", "*", "median_seconds_from_qemu_start", "agent"),
             (figure(b, "boot", "*", "median_seconds_from_qemu_start", "qga") or 0) + 1 or None,
         ),
-        lambda b: _start_limit(b),
+        _start_limit,
     ),
     Goal(
         "serial link pull, network off (virtio-serial)",
