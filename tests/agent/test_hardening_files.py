@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -218,14 +219,20 @@ async def test_a_stuck_worker_thread_is_abandoned_and_later_work_still_runs() ->
         while not blocker.done:
             time.sleep(0.01)
 
+    started = asyncio.Event()
     ended = asyncio.Event()
 
+    workers: list[threading.Thread] = []
+
     def stuck_then_flag() -> None:
+        workers.append(threading.current_thread())
+        loop.call_soon_threadsafe(started.set)
         stuck()
         loop.call_soon_threadsafe(ended.set)
 
     task = asyncio.ensure_future(pool.run(stuck_then_flag))
-    await asyncio.sleep(0.1)
+    # A job counts as abandoned only once a thread runs it: cancel after it started.
+    await asyncio.wait_for(started.wait(), ANSWER_BOUND)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
@@ -233,7 +240,10 @@ async def test_a_stuck_worker_thread_is_abandoned_and_later_work_still_runs() ->
     assert await asyncio.wait_for(pool.run(lambda: 42), ANSWER_BOUND) == 42
     blocker.done = True
     await asyncio.wait_for(ended.wait(), ANSWER_BOUND)
-    assert pool.abandoned <= 1  # the thread is counted out right after its function ends
+    # The abandoned thread counts itself out after its function returns, then ends.
+    await loop.run_in_executor(None, workers[0].join, ANSWER_BOUND)
+    assert not workers[0].is_alive()
+    assert pool.abandoned == 0
 
 
 @pytest.mark.asyncio
