@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import doctest
 import os
+import pwd
+import re
 import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from websockets.asyncio.client import connect
 
 from adare_guest import fs_listing
 from pytest_adare.forensics import entry as entry_module
@@ -17,6 +25,8 @@ from pytest_adare.forensics import snapshot as snapshot_module
 from pytest_adare.forensics.snapshot import FsSnapshot, SnapshotFormatError, SnapshotPages
 
 pytestmark = pytest.mark.asyncio
+REPO = Path(__file__).resolve().parents[2]
+WAIT = 30.0
 
 
 def _odd_tree(root: Path) -> None:
@@ -126,18 +136,114 @@ async def test_the_root_alone_when_it_is_a_file_or_a_link(client: Any, tree: Pat
         assert list(lines) == [root]
 
 
-async def test_unreadable_directories_are_reported_in_both_formats(client: Any, tree: Path) -> None:
+LISTENING = re.compile(r"adare_guest\.server: listening on (\S+:\d+)$")
+UNPRIVILEGED_USER = "adare-unprivileged"
+"""Made (as a system user without a home) for tests that must not run as root."""
+
+
+def _unprivileged_ids() -> tuple[int, int]:
+    """The uid and gid of :data:`UNPRIVILEGED_USER`, made first when missing (root only)."""
+    try:
+        user = pwd.getpwnam(UNPRIVILEGED_USER)
+    except KeyError:
+        made = subprocess.run(
+            [
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                UNPRIVILEGED_USER,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if made.returncode not in (0, 9):  # 9: made meanwhile by a parallel run
+            pytest.fail(f"useradd {UNPRIVILEGED_USER} failed: {made.stderr.strip()}")
+        user = pwd.getpwnam(UNPRIVILEGED_USER)
+    return user.pw_uid, user.pw_gid
+
+
+@pytest.fixture
+def unprivileged_agent() -> Iterator[tuple[str, Path]]:
+    """An agent process that cannot read everything (a user of its own when the tests run
+    as root, as CI does), its URL, and a directory it can read to put trees in."""
+    base = Path(tempfile.mkdtemp(prefix="adare-unprivileged-"))
+    base.chmod(0o755)  # mkdtemp's 0700 would keep the other user out
+    # The agent runs from a copy: the checkout may sit where that user cannot read.
+    for package in ("adare_guest", "frame_codec"):  # what the agent bundle holds
+        shutil.copytree(
+            REPO / package,
+            base / "code" / package,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    run_dir = base / "run"
+    run_dir.mkdir()
+    drop: list[str] = []
     if os.geteuid() == 0:
-        pytest.skip("root reads every directory")
+        uid, gid = _unprivileged_ids()
+        os.chown(run_dir, uid, gid)
+        drop = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+    # The system Python: the venv's may live under /root, which that user cannot enter.
+    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    argv = [*drop, python, "-m", "adare_guest", str(run_dir), "--host", "127.0.0.1", "--port", "0"]
+    proc = subprocess.Popen(
+        argv,
+        cwd=base / "code",
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    log: list[str] = []
+    listening = threading.Event()
+
+    def read_log() -> None:  # also drains the pipe, so the agent never blocks on logging
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            log.append(line)
+            if LISTENING.search(line):
+                listening.set()
+        listening.set()  # the agent ended: stop waiting
+
+    reader = threading.Thread(target=read_log, daemon=True)
+    reader.start()
+    try:
+        listening.wait(WAIT)
+        address = next((m[1] for m in map(LISTENING.search, log) if m), None)
+        if address is None:
+            pytest.fail(f"the agent ({' '.join(argv)}) did not listen within {WAIT} s: {log}")
+        yield f"ws://{address}", base
+    finally:
+        proc.terminate()
+        proc.wait(WAIT)
+        reader.join(WAIT)
+        assert proc.stderr is not None
+        proc.stderr.close()
+        shutil.rmtree(base)
+
+
+async def test_unreadable_directories_are_reported_in_both_formats(
+    unprivileged_agent: tuple[str, Path], strict_client_class: Any
+) -> None:
+    url, base = unprivileged_agent
+    tree = base / "tree"
+    tree.mkdir()
+    _odd_tree(tree)
+    client = strict_client_class(await connect(url, max_size=None, compression=None))
     (tree / "a").chmod(0)
     try:
+        await _old(client, root_path=str(tree), hash=True)  # reading sets atimes once (relatime)
         old = await client.ok("get_filesystem_snapshot", root_path=str(tree))
         pages = await _pages(client, root_path=str(tree))
     finally:
         (tree / "a").chmod(0o755)
+        await client.close()
     lines = FsSnapshot.from_lines(pages, root=str(tree))
     assert lines.entries == FsSnapshot.from_result(old, root=str(tree)).entries
     assert [e["path"] for e in lines.errors] == [e["path"] for e in old["errors"]] == [f"{tree}/a"]
+    assert f"{tree}/a" in lines  # the directory itself is listed, only its contents are not
 
 
 async def test_a_missing_root_an_unknown_cursor_and_a_bad_page_size_fail_clearly(
