@@ -46,13 +46,27 @@ def number_or_none(value: Any, what: str) -> float | None:
     if isinstance(value, bool):
         raise SnapshotFormatError(f"{what} must be a number or ISO 8601 string, not a bool")
     if isinstance(value, (int, float)):
-        return float(value)
+        return finite_seconds(value, what)
     if isinstance(value, str):
         try:
             return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
         except ValueError:
             pass
     raise SnapshotFormatError(f"{what} is not a timestamp: {value!r}")
+
+
+def finite_seconds(value: Any, what: str) -> float:
+    """``value`` as a float, refusing what no float holds (``10**400``) and inf/NaN.
+
+    :raise SnapshotFormatError: naming ``what``.
+    """
+    try:
+        seconds = float(value)
+    except OverflowError:
+        raise SnapshotFormatError(f"{what} is out of range: {str(value)[:40]}...") from None
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        raise SnapshotFormatError(f"{what} is not a finite time: {value!r}")
+    return seconds
 
 
 def _integer(value: Any, what: str, *, octal_strings: bool = False) -> int:
@@ -148,7 +162,10 @@ def _record_time(text: str) -> float:
     seconds, _, fraction = text.partition(".")
     if not fraction.isdigit() and fraction:
         raise ValueError(f"bad time {text!r}")
-    return int(seconds) + int(fraction[:9].ljust(9, "0")) * 1e-9
+    try:
+        return int(seconds) + int(fraction[:9].ljust(9, "0")) * 1e-9
+    except OverflowError:  # int + float: a whole part beyond any float (10**400)
+        raise ValueError(f"time {text[:40]!r}... is out of range") from None
 
 
 def entries_from_records(text: str) -> Iterator[tuple[str, Entry]]:

@@ -3,7 +3,9 @@
 - ``json``: ``{format, version, metadata, summary, changes:[...]}``, ASCII
   only (non-UTF-8 names as ``\\udcXX`` escapes, read back losslessly).
 - ``csv``: one row per change (``path, change, type, field, before, after``);
-  a modification of three fields is three rows.
+  a modification of three fields is three rows. A cell that starts with ``=``,
+  ``+``, ``-``, ``@``, a tab or a CR gets a ``'`` in front (guest-made text such
+  as a symlink target ``=HYPERLINK(...)`` is never run as a spreadsheet formula).
 - ``bodyfile``: The Sleuth Kit / mactime 3.x lines
   ``MD5|name|inode|mode_as_string|uid|gid|size|atime|mtime|ctime|crtime``
   with the name annotated `` (ADDED)``, `` (REMOVED)`` or
@@ -62,6 +64,7 @@ class DiffFields(NamedTuple):
     before_entries: dict[str, Entry]
     after_entries: dict[str, Entry]
     metadata: dict[str, Any]
+
 
 DIFF_FORMAT = "adare-fs-diff"
 DIFF_FORMAT_VERSION = 1
@@ -150,14 +153,28 @@ def write_csv(diff: DiffLike, target: Path) -> None:
             entry = diff.entry(path)
             kind = entry.kind if entry else ""
             if change != "modified":
-                writer.writerow([path, change, kind, "", "", ""])
+                writer.writerow(map(spreadsheet_safe, [path, change, kind, "", "", ""]))
                 continue
             for name, (old, new) in diff.modified[path].items():
-                writer.writerow([path, change, kind, name, _csv_value(old), _csv_value(new)])
+                row = [path, change, kind, name, _csv_value(old), _csv_value(new)]
+                writer.writerow(map(spreadsheet_safe, row))
 
 
 def _csv_value(value: Any) -> str:
     return "" if value is None else str(value)
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What makes Excel, LibreOffice and Google Sheets read a cell as a formula (OWASP)."""
+
+
+def spreadsheet_safe(cell: str) -> str:
+    """``cell`` with a ``'`` in front when a spreadsheet would take it for a formula.
+
+    >>> spreadsheet_safe("=1+1"), spreadsheet_safe("/etc/hosts")
+    ("'=1+1", '/etc/hosts')
+    """
+    return f"'{cell}" if cell.startswith(FORMULA_STARTS) else cell
 
 
 def write_bodyfile(diff: DiffLike, target: Path) -> None:

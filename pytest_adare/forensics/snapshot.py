@@ -35,6 +35,7 @@ from pytest_adare.forensics.entry import (
     SnapshotFormatError,
     entries_from_records,
     entry_from_meta,
+    finite_seconds,
     number_or_none,
 )
 
@@ -196,7 +197,7 @@ class FsSnapshot(Mapping[str, Entry]):
         return cls(
             root=str(header.get("root", "")),
             entries=entries,
-            taken_at_host=float(header.get("taken_at_host") or 0.0),
+            taken_at_host=finite_seconds(header.get("taken_at_host") or 0.0, "taken_at_host"),
             taken_at_guest=header.get("taken_at_guest"),
             os=header.get("os"),
             collection_time=header.get("collection_time"),
@@ -297,6 +298,10 @@ def _read_header(source: Path, line: str) -> dict[str, Any]:
     return header
 
 
+def _optional_seconds(value: Any, what: str) -> float | None:
+    return None if value is None else finite_seconds(value, what)
+
+
 def _read_entry_line(source: Path, number: int, line: str) -> tuple[str, Entry]:
     try:
         row = json.loads(line)
@@ -305,8 +310,14 @@ def _read_entry_line(source: Path, number: int, line: str) -> tuple[str, Entry]:
         name, kind, *rest = row
         if kind not in ENTRY_KINDS:
             raise ValueError(f"bad type {kind!r}")
-        return name, Entry(sys.intern(kind), *rest)
-    except ValueError as exc:
+        entry = Entry(sys.intern(kind), *rest)
+        return name, entry._replace(
+            mtime=finite_seconds(entry.mtime, "mtime"),
+            atime=_optional_seconds(entry.atime, "atime"),
+            ctime=_optional_seconds(entry.ctime, "ctime"),
+            crtime=_optional_seconds(entry.crtime, "crtime"),
+        )
+    except (ValueError, TypeError) as exc:
         raise SnapshotFormatError(f"{source}: line {number}: {exc}") from None
 
 
