@@ -357,10 +357,13 @@ async def test_screenshot_window_finds_the_window_by_title(
 
 
 async def test_idle_waits_and_reports_an_event(client: StrictClient) -> None:
-    answer = await client.call("idle", {"duration": 0.1})
+    before = (await client.ok("get_timestamp"))["timestamp"]
+    answer = await client.call("idle", {"duration": 0.3})
+    after = (await client.ok("get_timestamp"))["timestamp"]
     assert answer["result"]["status"] == "success"
+    assert after - before >= 0.3, "idle answered before its duration had passed (guest clock)"
     [event] = client.events(answer["id"])
-    assert event["event_type"] == "gui_idle" and event["data"]["duration"] == 0.1
+    assert event["event_type"] == "gui_idle" and event["data"]["duration"] == 0.3
     negative = await client.ok("idle", duration=-1)
     assert negative["status"] == "error"
 

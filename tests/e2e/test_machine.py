@@ -238,15 +238,17 @@ def test_missing_base_disk_is_a_launch_error_before_qemu_runs(
         Machine(missing, tmp_path / "vm").start()
 
 
-def test_kvm_that_stalls_falls_back_to_tcg_and_says_why(
+def test_kvm_without_kernel_progress_in_time_falls_back_to_tcg_and_says_why(
     image: ImageManifest, tmp_path: Path
 ) -> None:
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         pytest.skip("no /dev/kvm here")
-    with Machine(image, tmp_path / "vm", accel="kvm", kvm_progress_seconds=5) as machine:
-        if machine.accel == "kvm":  # KVM boots this kernel here: it must show progress
-            machine.wait_for_console(r"\S", timeout=5)
-        else:
-            assert machine.accel_reason is not None
-            assert "restarted under TCG" in machine.accel_reason
+    # No kernel prints within 0 s of QEMU's start, so this KVM counts as stalled whatever
+    # this host's KVM would do: the fallback is taken every time, not only on a bad host.
+    with Machine(image, tmp_path / "vm", accel="kvm", kvm_progress_seconds=0) as machine:
+        assert machine.accel == "tcg"
+        assert machine.accel_reason is not None
+        assert "no kernel progress on the console within 0 s" in machine.accel_reason
+        assert "restarted under TCG" in machine.accel_reason
+        assert machine.argv[machine.argv.index("-accel") + 1] == "tcg"  # QEMU really restarted
         machine.wait_for_console(r"\S", timeout=60)  # the restarted guest boots

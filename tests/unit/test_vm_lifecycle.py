@@ -14,6 +14,7 @@ import base64
 import io
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -399,16 +400,29 @@ def test_the_ready_command_is_the_options_else_the_manifests(parts: Parts, tmp_p
 
 
 def test_restore_ready_disconnects_before_loadvm_and_reconnects_after(
-    parts: Parts, started: VM
+    parts: Parts, started: VM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    loadvm_seconds = 0.05
+    plain_loadvm = FakeMachine.aloadvm
+
+    async def slow_loadvm(self: FakeMachine, tag: str, timeout: float = 120.0) -> None:
+        await plain_loadvm(self, tag, timeout)
+        await asyncio.sleep(loadvm_seconds)
+
+    monkeypatch.setattr(FakeMachine, "aloadvm", slow_loadvm)
     started.save_ready()
     mark = len(parts.log)
+    began = time.monotonic()
     started.restore_ready("other-tag")
+    wall = time.monotonic() - began
     assert parts.since(mark) == ["conn2.close", "machine1.loadvm other-tag", "connect to machine1"]
     assert started.guest.aio.connection is parts.connections[2]
     # each step's time is kept for the restore breakdown (bench/isolation.py)
-    assert sorted(started.last_restore) == ["disconnect", "loadvm", "reconnect"]
-    assert all(seconds >= 0 for seconds in started.last_restore.values())
+    steps = started.last_restore
+    assert sorted(steps) == ["disconnect", "loadvm", "reconnect"]
+    assert steps["loadvm"] >= loadvm_seconds  # the loadvm's time is counted where it was spent
+    assert all(seconds >= 0 for seconds in steps.values())
+    assert sum(steps.values()) <= wall
 
 
 def test_a_snapshot_step_on_a_dead_machine_raises_vm_died_and_touches_nothing(
@@ -566,3 +580,16 @@ def test_auto_on_a_desktop_whose_agent_has_no_display_takes_qemus_and_says_why(
         "auto: the agent cannot take a screenshot: no X display: DISPLAY is not set"
     )
     vm.close()
+
+
+def test_the_firmware_reason_says_which_firmware_and_why(parts: Parts, tmp_path: Path) -> None:
+    kernel = replace(_plain(tmp_path), kernel=tmp_path / "vmlinuz")
+    assert parts.vm(kernel, tmp_path / "k").firmware_reason == "firmware: direct kernel boot"
+    uefi = replace(_plain(tmp_path), firmware="uefi", firmware_reason="detected: GPT with an ESP")
+    detected = parts.vm(uefi, tmp_path / "d")
+    assert detected.firmware_reason == "firmware: uefi (detected: GPT with an ESP)"
+    asked = parts.vm(uefi, tmp_path / "a", firmware="bios")
+    assert asked.firmware == "bios"
+    assert asked.firmware_reason == "firmware: bios (firmware='bios' was asked for)"
+    unexplained = parts.vm(replace(uefi, firmware_reason=""), tmp_path / "u")
+    assert unexplained.firmware_reason == "firmware: uefi (the default)"
