@@ -15,6 +15,7 @@ from pytest_adare.plugin.options import (
     MARKER_DOC,
     OPTIONS_KEY,
     adare_options,
+    adare_vm_marker,
     read_options,
     register_options,
 )
@@ -85,7 +86,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(reason=NO_IMAGE_REASON)
     for item in items:
-        marker = item.get_closest_marker("adare_vm")
+        marker = adare_vm_marker(item)
         if marker is not None and marker.kwargs.get("image"):
             continue
         if needs_vm(item):

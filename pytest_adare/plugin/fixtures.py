@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_adare.plugin.options import VMRequest, adare_options, apply_marker, session_request
+from pytest_adare.plugin.options import (
+    VMRequest,
+    adare_options,
+    adare_vm_marker,
+    apply_marker,
+    session_request,
+)
 from pytest_adare.plugin.pool import PooledVM, VMPool, unmet_need
 
 if TYPE_CHECKING:  # the VM layer loads only when a test needs a VM
@@ -102,7 +108,7 @@ def _record_vm(item: pytest.Item, pooled: PooledVM) -> None:
 
 
 def _marker_request(request: pytest.FixtureRequest) -> VMRequest:
-    marker = request.node.get_closest_marker("adare_vm")
+    marker = adare_vm_marker(request.node)
     try:
         return apply_marker(adare_options(request.config), marker)
     except ValueError as error:
@@ -170,9 +176,9 @@ def async_guest(request: pytest.FixtureRequest, _adare_pool: VMPool) -> AsyncGue
 class VMFactory:
     """Starts extra VMs for one test; every one is closed when the test ends.
 
-    ``adare_vm_factory(image=None, memory=None, cpus=None, accel=None, transport=None,
-    network=None, gui=None)`` takes the marker's arguments and returns a started
-    :class:`~pytest_adare.vm.VM` (its agent at ``vm.guest``).
+    ``adare_vm_factory(**arguments)`` takes the ``adare_vm`` marker's arguments
+    (``MARKER_KEYS``) and returns a started :class:`~pytest_adare.vm.VM` (its agent at
+    ``vm.guest``).
     """
 
     def __init__(self, request: pytest.FixtureRequest, pool: VMPool) -> None:

@@ -1,15 +1,19 @@
 """The plugin's options: command line flags, their ini twins, and the ``adare_vm`` marker.
 
 Every option exists twice, as ``--adare-NAME`` and as the ini key ``adare_NAME``; the
-command line wins. :func:`read_options` turns both into one validated
-:class:`AdareOptions`; :func:`apply_marker` lays a test's ``adare_vm(...)`` marker on top
-and returns what that test needs (:class:`VMRequest`).
+command line wins. The VM options come from :class:`~pytest_adare.vm_options.VMOptions`'
+fields (their metadata says which are flags and which marker arguments); the plugin's
+own (image, isolation, artifacts, keep, hypervisors, pcap, evidence, recording) are
+:data:`PLUGIN_SPECS`. :func:`read_options` turns flags and ini into
+one validated :class:`AdareOptions`; :func:`apply_marker` lays a test's ``adare_vm(...)``
+markers on top and returns what that test needs (:class:`VMRequest`).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,14 +26,13 @@ from pytest_adare.plugin.hypervisors import (
     worker_of,
 )
 from pytest_adare.vm_options import (
-    ACCELS,
-    FIRMWARE_CHOICES,
     GUI_MODES,
-    TRANSPORTS,
-    WARM_MODES,
+    OptionField,
     VMOptions,
-    ready_command_problem,
+    option_fields,
+    parse_switch,
 )
+from pytest_adare.vm_options import parse_memory as _parse_memory
 
 C = TypeVar("C", bound=str)
 
@@ -39,18 +42,30 @@ EVIDENCE_MODES = ("off", "on-failure", "always")
 RECORD_MODES = ("off", "on-failure", "always")
 OS_NAMES = ("linux", "windows")
 
+Reader = Callable[[str, str, Path], Any]
+"""(text, where it came from, the directory relative paths start at) → the value;
+:raise pytest.UsageError: naming the source."""
+
 
 @dataclass(frozen=True)
 class OptionSpec:
-    """One option: its flag, ini key, allowed values and help text."""
+    """One option: its flag, ini key, allowed values, help text and docs cells.
+
+    ``dest`` is the :class:`AdareOptions` attribute it sets (default: ``name``), or for a
+    VM option (``vm_field``) the :class:`VMOptions` field.
+    """
 
     name: str
     help: str
     choices: tuple[str, ...] | None = None
-    default: str | None = None
     metavar: str = "VALUE"
     switch: bool = False
     """A flag without a value (``--adare-pcap``); its ini twin takes true/false."""
+    read: Reader | None = None
+    dest: str | None = None
+    vm_field: str | None = None
+    doc_values: str = ""
+    doc_default: str = ""
 
     @property
     def flag(self) -> str:
@@ -60,98 +75,110 @@ class OptionSpec:
     def ini(self) -> str:
         return "adare_" + self.name
 
+    @property
+    def values(self) -> str:
+        """The docs' values cell."""
+        if self.doc_values:
+            return self.doc_values
+        if self.switch:
+            return "a flag (ini: `true`/`false`)"
+        return ", ".join(f"`{c}`" for c in self.choices or ())
 
-OPTION_SPECS: tuple[OptionSpec, ...] = (
+    def value(self, raw: str, source: str, base: Path) -> Any:
+        """The option's value from its text; :raise pytest.UsageError: naming ``source``."""
+        if self.read is not None:
+            return self.read(raw, source, base)
+        if self.choices and raw not in self.choices:
+            raise pytest.UsageError(f"{source}: {raw!r} is not one of {', '.join(self.choices)}")
+        if self.switch:
+            return _usage(parse_switch, raw, source)
+        return raw
+
+
+def _usage(parse: Callable[[object], Any], value: object, source: str) -> Any:
+    try:
+        return parse(value)
+    except ValueError as error:
+        raise pytest.UsageError(f"{source}: {error}") from None
+
+
+def vm_option_spec(option: OptionField) -> OptionSpec:
+    """The flag of one VM option, made from its field."""
+    return OptionSpec(
+        option.name,
+        option.info.help,
+        choices=option.choices,
+        metavar=option.info.metavar,
+        read=lambda raw, source, base: _usage(option.parse, raw, source),
+        vm_field=option.field,
+        doc_values=option.values,
+        doc_default=option.info.doc_default,
+    )
+
+
+def _image_spec(value: str, source: str, base: Path) -> str:
+    """Paths are taken relative to where they were given; built-in names stay names."""
+    candidate = base / value
+    if "/" in value or value.endswith((".json", ".qcow2", ".img", ".raw")) or candidate.exists():
+        return str(candidate.resolve())
+    return value
+
+
+PLUGIN_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "vm",
         "guest image: an adare-image.json manifest, its directory, a disk image, or a built-in "
         "name (debian, debian-desktop; built on first use and cached). Without it, tests "
         "that need a VM are skipped.",
-        metavar="IMAGE",
+        metavar="IMAGE", read=_image_spec,
+        doc_values="a manifest `adare-image.json`, its directory, a disk (qcow2, raw, vmdk, "
+        "vdi, vhdx, vpc), or `debian` / `debian-desktop`",
+        doc_default="none: VM tests skip",
     ),
-    OptionSpec(
-        "accel", "QEMU accelerator (default: auto = KVM when usable, else TCG)", ACCELS, "auto"
-    ),
-    OptionSpec(
-        "firmware",
-        "what boots a disk without a kernel of its own: auto = the manifest's, or for a bare "
-        "disk what its partition table says (GPT with an EFI system partition: uefi) "
-        "(default: auto)",
-        FIRMWARE_CHOICES,
-        "auto",
-    ),
-    OptionSpec(
-        "memory",
-        "guest memory in MiB, or with a unit: 512M, 2G (default: the image's)",
-        metavar="SIZE",
-    ),
-    OptionSpec("cpus", "number of guest CPUs (default: the image's)", metavar="N"),
     OptionSpec(
         "isolation",
         "clean state per test: snapshot restores the saved ready state, "
         "reboot restarts the VM, none reuses it as the last test left it "
         "(default: snapshot)",
-        ISOLATIONS,
-        "snapshot",
-    ),
-    OptionSpec(
-        "transport",
-        "agent link: websocket over QEMU user networking, or serial "
-        "(the DV serial link; the VM gets no network card) (default: websocket)",
-        TRANSPORTS,
-        "websocket",
-    ),
-    OptionSpec(
-        "gui",
-        "where screenshots and GUI input go: auto = the in-guest agent on a desktop image "
-        "whose agent can take a screenshot, else QEMU's screendump and input (each VM "
-        "says which and why); agent; host (default: auto)",
-        GUI_MODES,
-        "auto",
+        ISOLATIONS, doc_default="`snapshot`",
     ),
     OptionSpec(
         "artifacts",
         "directory for failure evidence, one sub-directory per test "
         "(default: adare-artifacts under pytest's base temp dir)",
-        metavar="DIR",
+        metavar="DIR", read=lambda raw, source, base: (base / raw).resolve(),
+        doc_values="a directory", doc_default="`adare-artifacts` under pytest's base temp dir",
+    ),
+    OptionSpec(
+        "keep",
+        "keep a VM's disk overlay for a look afterwards, and print how to boot it again "
+        "(default: never)",
+        KEEP_MODES, doc_default="`never`",
     ),
     OptionSpec(
         "pcap",
         "capture each test's guest network traffic (its call phase) as network.pcap in "
         "its artifacts (ini: true/false)",
-        switch=True,
+        switch=True, doc_default="off: each test's call-phase traffic as `network.pcap` in "
+        "its artifacts",
     ),
     OptionSpec(
         "evidence",
         "collect a hypervisor evidence bundle per test (RAM as ELF, raw disk, the pcap of a "
         "running capture, manifest.json with sha256s and CASE JSON-LD) into its artifacts "
         "(default: off)",
-        EVIDENCE_MODES,
-        "off",
+        EVIDENCE_MODES, doc_default="`off`: a hypervisor evidence bundle (`evidence/`: RAM, "
+        "disk, pcap, manifest) per test, named in the report "
+        "([forensics](forensics.md#evidence-from-the-hypervisor))",
     ),
     OptionSpec(
         "record",
         "film each test's screen: the host keeps the last 20 s of QMP screendumps at 2 fps "
         "and writes recording.webp into the artifacts of a failing test (always: of every "
         "test) (default: on-failure)",
-        RECORD_MODES,
-        "on-failure",
-    ),
-    OptionSpec(
-        "warm",
-        "warm start: a VM loads the ready state the first cold boot of the same image, "
-        "agent bundle, QEMU and machine saved in the cache (auto), or always boots (off); "
-        "each VM says which and why (default: auto)",
-        WARM_MODES,
-        "auto",
-    ),
-    OptionSpec(
-        "ready_command",
-        "a guest shell command that exits 0 once the guest is ready for tests (e.g. "
-        "'systemctl is-active my-app'): run after the agent connects, every second until it "
-        "does (up to 300 s), before the ready state is saved; instead of waiting for systemd "
-        "(default: the image manifest's ready_command, else systemd's own verdict)",
-        metavar="COMMAND",
+        RECORD_MODES, doc_default="`on-failure`: a film of the test's screen "
+        "(`recording.webp`, the last 20 s) for a failing test "
+        "([gui](gui.md#the-film-of-a-failure))",
     ),
     OptionSpec(
         "hypervisor",
@@ -159,77 +186,79 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "qemu+ssh://user@host/system; the agent over its serial channel) instead of a QEMU "
         "started here; several as URI1,URI2 or @FILE (one per line): -n workers spread "
         "over them, each on one (default: none; docs/libvirt.md)",
-        metavar="URI",
+        metavar="URI", dest="hypervisors",
+        read=lambda raw, source, base: parse_hypervisors(raw, base, source) if raw.strip() else (),
+        doc_values="a libvirt URI (`qemu:///system`, `qemu:///session`, "
+        "`qemu+ssh://user@host/system`), several as `URI1,URI2`, or `@FILE` (one per line)",
+        doc_default="none: QEMU started by the plugin; with a URI the guests are transient "
+        "domains there, reached over the serial link ([libvirt](libvirt.md))",
     ),
     OptionSpec(
         "hypervisor_limit",
         "the most VMs (xdist workers) one hypervisor takes; -n beyond hypervisors x limit "
         "is an error (default: no limit)",
-        metavar="N",
-    ),
-    OptionSpec(
-        "keep",
-        "keep a VM's disk overlay for a look afterwards (default: never)",
-        KEEP_MODES,
-        "never",
+        metavar="N", read=lambda raw, source, base: parse_limit(raw, source),
+        doc_values="a positive number",
+        doc_default="no limit: the most VMs (xdist workers) one hypervisor of "
+        "`--adare-hypervisor` takes; `-n` beyond hypervisors x limit is a usage error "
+        "([libvirt](libvirt.md#several-hypervisors-n-n))",
     ),
 )
 
+def option_specs() -> tuple[OptionSpec, ...]:
+    """Every flag: the image, the VM options (from their fields), the plugin's own."""
+    vm_specs = tuple(vm_option_spec(o) for o in option_fields() if o.exposed("cli"))
+    return (PLUGIN_SPECS[0], *vm_specs, *PLUGIN_SPECS[1:])
+
+
+def _marker_vm_options() -> dict[str, OptionField]:
+    return {o.name: o for o in option_fields() if o.exposed("marker")}
+
+
+MARKER_KEYS: tuple[str, ...] = (
+    "image", "gui", "os", *(n for n in _marker_vm_options() if n != "gui"), "isolation",
+)  # fmt: skip
 
 MARKER_DOC = (
-    "adare_vm(image=None, gui=None, os=None, memory=None, cpus=None, accel=None, "
-    "isolation=None, transport=None, network=None, firmware=None): the VM this test's guest "
-    "runs on. image/memory/cpus/accel/transport/network/firmware override the --adare-* "
-    "options (a test whose VM differs from the session VM gets its own VM, shared with "
-    "tests asking for the same); isolation overrides --adare-isolation for this test; gui=True (or "
-    "'auto'/'agent'/'host') needs an image with a desktop; os='linux'|'windows' needs that guest "
-    "OS; clock='2024-03-01T09:00:00Z' boots the guest with its clock there (its own VM); "
-    "warm='off' boots it cold; hypervisor='qemu:///system' runs it on that libvirt host; "
-    "ready_command='...' is the guest command that says the VM is ready (its own VM). "
-    "Unmet needs skip the test with the reason."
-)
-
-MARKER_KEYS = (
-    "image",
-    "gui",
-    "os",
-    "memory",
-    "cpus",
-    "accel",
-    "isolation",
-    "transport",
-    "network",
-    "clock",
-    "warm",
-    "firmware",
-    "hypervisor",
-    "ready_command",
+    f"adare_vm({', '.join(k + '=None' for k in MARKER_KEYS)}): the VM this test's guest "
+    "runs on. image and the VM options override the --adare-* options of the same name "
+    "(a test whose VM differs from the session VM gets its own VM, shared with tests "
+    "asking for the same); isolation overrides --adare-isolation for this test; gui=True "
+    "(or 'auto'/'agent'/'host') needs an image with a desktop; os='linux'|'windows' needs "
+    "that guest OS. Markers on the function, class and module combine, the closest "
+    "winning per argument. Unmet needs skip the test with the reason (docs/plugin.md)."
 )
 
 
 @dataclass(frozen=True)
 class AdareOptions:
-    """The session's options after merging command line and ini (command line wins)."""
+    """The session's options after merging command line and ini (command line wins).
+
+    ``given`` holds the VM options the flags or ini keys set (field name → value);
+    :attr:`session_vm` is the session VM's options made from them.
+    """
 
     vm: str | None = None
-    accel: str = "auto"
-    firmware: str = "auto"
-    memory_mib: int | None = None
-    cpus: int | None = None
     isolation: str = "snapshot"
-    transport: str = "websocket"
-    gui: str = "auto"
     artifacts: Path | None = None
     keep: str = "never"
+    hypervisors: tuple[str, ...] = ()
+    hypervisor_limit: int | None = None
     pcap: bool = False
     evidence: str = "off"
     record: str = "on-failure"
-    warm: str = "auto"
-    ready_command: str | None = None
-    hypervisor: str | None = None
-    """The hypervisor this process's VMs run on (one of ``hypervisors``)."""
-    hypervisors: tuple[str, ...] = ()
-    hypervisor_limit: int | None = None
+    given: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def hypervisor(self) -> str | None:
+        """The hypervisor this process's VMs run on (one of ``hypervisors``)."""
+        value = self.given.get("hypervisor")
+        return value if isinstance(value, str) else None
+
+    @property
+    def session_vm(self) -> VMOptions:
+        """The session VM's options (no marker)."""
+        return VMOptions.from_given(self.given)
 
 
 @dataclass(frozen=True)
@@ -257,7 +286,7 @@ class VMRequest:
 def register_options(parser: pytest.Parser) -> None:
     """Add every ``--adare-*`` flag and its ``adare_*`` ini twin."""
     group = parser.getgroup("adare", "pytest-adare: QEMU guest VMs as fixtures")
-    for spec in OPTION_SPECS:
+    for spec in option_specs():
         choices = f" ({'|'.join(spec.choices)})" if spec.choices else ""
         if spec.switch:
             group.addoption(
@@ -279,55 +308,7 @@ def parse_memory(value: str | int, source: str) -> int:
 
     :raise pytest.UsageError: for anything else, naming ``source``.
     """
-    if isinstance(value, int) and not isinstance(value, bool):
-        number, unit = value, "M"
-    else:
-        match = re.fullmatch(r"\s*(\d+)\s*([MG])?(?:i?B)?\s*", str(value), re.IGNORECASE)
-        if match is None:
-            raise pytest.UsageError(
-                f"{source}: expected a memory size in MiB like 1024, 512M or 2G, got {value!r}"
-            )
-        number, unit = int(match.group(1)), (match.group(2) or "M").upper()
-    mib = number * 1024 if unit == "G" else number
-    if mib < 64:
-        raise pytest.UsageError(
-            f"{source}: {mib} MiB is too little memory for a guest (at least 64 MiB)"
-        )
-    return mib
-
-
-def parse_switch(value: str, source: str) -> bool:
-    """true/false, yes/no, on/off, 1/0 (any case); :raise pytest.UsageError: otherwise."""
-    text = value.strip().lower()
-    if text in ("true", "yes", "on", "1"):
-        return True
-    if text in ("false", "no", "off", "0"):
-        return False
-    raise pytest.UsageError(f"{source}: expected true or false, got {value!r}")
-
-
-def parse_cpus(value: str | int, source: str) -> int:
-    """A positive CPU count; :raise pytest.UsageError: otherwise."""
-    try:
-        cpus = int(value)
-    except (TypeError, ValueError):
-        raise pytest.UsageError(f"{source}: expected a number of CPUs, got {value!r}") from None
-    if cpus < 1 or isinstance(value, bool):
-        raise pytest.UsageError(f"{source}: expected at least 1 CPU, got {value!r}")
-    return cpus
-
-
-def _ready_command(value: str, source: str) -> str:
-    if problem := ready_command_problem(value):
-        raise pytest.UsageError(f"{source}: {problem}")
-    return value
-
-
-def _choice(value: str, spec: OptionSpec, source: str) -> str:
-    assert spec.choices is not None
-    if value not in spec.choices:
-        raise pytest.UsageError(f"{source}: {value!r} is not one of {', '.join(spec.choices)}")
-    return value
+    return int(_usage(_parse_memory, value, source))
 
 
 def _raw_value(config: pytest.Config, spec: OptionSpec) -> tuple[str | None, str, Path]:
@@ -340,14 +321,6 @@ def _raw_value(config: pytest.Config, spec: OptionSpec) -> tuple[str | None, str
     if ini:
         return ini, f"ini key {spec.ini}", base
     return None, "", base
-
-
-def _image_spec(value: str, base: Path) -> str:
-    """Paths are taken relative to where they were given; built-in names stay names."""
-    candidate = base / value
-    if "/" in value or value.endswith((".json", ".qcow2", ".img", ".raw")) or candidate.exists():
-        return str(candidate.resolve())
-    return value
 
 
 OPTIONS_KEY = pytest.StashKey["AdareOptions"]()
@@ -365,37 +338,47 @@ def read_options(config: pytest.Config) -> AdareOptions:
     :raise pytest.UsageError: on any bad value, naming the flag or ini key.
     """
     values: dict[str, Any] = {}
-    for spec in OPTION_SPECS:
+    given: dict[str, Any] = {}
+    sources: list[str] = []
+    for spec in option_specs():
         raw, source, base = _raw_value(config, spec)
         if raw is None:
             continue
-        if spec.choices:
-            values[spec.name] = _choice(raw, spec, source)
-        elif spec.name == "memory":
-            values["memory_mib"] = parse_memory(raw, source)
-        elif spec.name == "cpus":
-            values["cpus"] = parse_cpus(raw, source)
-        elif spec.name == "artifacts":
-            values["artifacts"] = (base / raw).resolve()
-        elif spec.name == "vm":
-            values["vm"] = _image_spec(raw, base)
-        elif spec.name == "hypervisor" and raw.strip():
-            values["hypervisors"] = parse_hypervisors(raw, base, source)
-        elif spec.name == "ready_command":
-            values["ready_command"] = _ready_command(raw, source)
-        elif spec.name == "hypervisor_limit":
-            values["hypervisor_limit"] = parse_limit(raw, source)
-        elif spec.switch:
-            values[spec.name] = parse_switch(raw, source)
+        value = spec.value(raw, source, base)
+        if spec.vm_field is not None:
+            given[spec.vm_field] = value
+            sources.append(source)
+        else:
+            values[spec.dest or spec.name] = value
     if values.get("hypervisors"):
-        values["hypervisor"] = assign_hypervisor(
+        given["hypervisor"] = assign_hypervisor(
             values["hypervisors"], *worker_of(config), values.get("hypervisor_limit")
         )
-    return AdareOptions(**values)
+        sources.append("--adare-hypervisor")
+    try:  # the combination, checked at start-up
+        VMOptions.from_given(given)
+    except ValueError as error:
+        raise pytest.UsageError(f"{', '.join(sources)}: {error}") from None
+    return AdareOptions(**values, given=given)
+
+
+def adare_vm_marker(node: pytest.Item) -> pytest.Mark | None:
+    """Every ``adare_vm`` marker on ``node`` (function, class, module) as one, the closest
+    winning per argument (``@pytest.mark.adare_vm(isolation="none")`` on a test and
+    ``pytestmark = pytest.mark.adare_vm(warm="off")`` on its module both hold)."""
+    marks = list(node.iter_markers("adare_vm"))
+    if not marks:
+        return None
+    # iter_markers yields the closest first; in combined_with the later mark wins.
+    return functools.reduce(lambda far, near: far.combined_with(near), reversed(marks))
 
 
 def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest:
     """The test's :class:`VMRequest`: the session options with its marker laid on top.
+
+    A VM option given as None takes its default where None is a value it has
+    (``hypervisor=None``: QEMU started here; ``memory=None``: the image's), else the
+    session's.
 
     :raise ValueError: for unknown marker arguments or bad values (says which).
     """
@@ -410,86 +393,43 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
             f"adare_vm marker: unknown argument(s) {', '.join(unknown)}; "
             f"known: {', '.join(MARKER_KEYS)}"
         )
-    image = kwargs.get("image") or options.vm
+    image = kwargs.pop("image", None) or options.vm
     if not image:
         raise ValueError("no VM image: pass --adare-vm=IMAGE or adare_vm(image=...)")
-    source = "adare_vm marker"
-    gui = kwargs.get("gui")
-    gui_mode = _marker_choice(options.gui, GUI_MODES, "gui")
-    if isinstance(gui, str):
-        gui_mode = _marker_choice(gui, GUI_MODES, "gui")
-    elif gui is not None and not isinstance(gui, bool):
+    isolation = _marker_choice(kwargs.pop("isolation", options.isolation), ISOLATIONS, "isolation")
+    os_name = kwargs.pop("os", None)
+    if os_name is not None:
+        os_name = _marker_choice(os_name, OS_NAMES, "os")
+    gui = kwargs.pop("gui", None)
+    if gui is not None and not isinstance(gui, (bool, str)):
         raise ValueError(
             f"adare_vm marker: gui must be True, False, 'auto', 'agent' or 'host', got {gui!r}"
         )
-    hypervisor = kwargs.get("hypervisor", options.hypervisor)
-    if hypervisor is not None and not isinstance(hypervisor, str):
-        raise ValueError(f"adare_vm marker: hypervisor must be a libvirt URI, got {hypervisor!r}")
-    # A libvirt hypervisor reaches the agent over its serial channel unless asked otherwise.
-    default_transport = "serial" if hypervisor else options.transport
-    transport = _marker_choice(kwargs.get("transport", default_transport), TRANSPORTS, "transport")
-    network = kwargs.get("network", transport != "serial")
-    if not isinstance(network, bool):
-        raise ValueError(f"adare_vm marker: network must be True or False, got {network!r}")
-    if not network and transport != "serial":
-        raise ValueError(
-            "adare_vm marker: network=False needs transport='serial' (the "
-            "websocket transport reaches the agent through the network)"
-        )
-    os_name = kwargs.get("os")
-    if os_name is not None:
-        os_name = _marker_choice(os_name, OS_NAMES, "os")
+    if isinstance(gui, str):  # a mode is a need and the VM's GUI backend; True only a need
+        kwargs["gui"] = _marker_choice(gui, GUI_MODES, "gui")
+    given = dict(options.given)
+    vm_options = _marker_vm_options()
+    for key, value in kwargs.items():
+        option = vm_options[key]
+        if value is None:
+            if option.default is None:
+                given[option.field] = None
+            continue
+        try:
+            given[option.field] = option.parse(value)
+        except ValueError as error:
+            raise ValueError(f"adare_vm marker: {key}: {error}") from None
     try:
-        memory = (
-            options.memory_mib
-            if kwargs.get("memory") is None
-            else parse_memory(kwargs["memory"], source + " memory")
-        )
-        cpus = (
-            options.cpus
-            if kwargs.get("cpus") is None
-            else parse_cpus(kwargs["cpus"], source + " cpus")
-        )
-    except pytest.UsageError as error:
-        raise ValueError(str(error)) from None
-    vm_options = VMOptions(
-        memory_mib=memory,
-        cpus=cpus,
-        accel=_marker_choice(kwargs.get("accel", options.accel), ACCELS, "accel"),
-        transport=transport,
-        network=network,
-        gui=gui_mode,
-        clock=_marker_clock(kwargs.get("clock")),
-        warm=_marker_choice(kwargs.get("warm", options.warm), WARM_MODES, "warm"),
-        firmware=_marker_choice(
-            kwargs.get("firmware", options.firmware), FIRMWARE_CHOICES, "firmware"
-        ),
-        hypervisor=hypervisor or None,
-        ready_command=_marker_ready_command(kwargs.get("ready_command", options.ready_command)),
-    )
+        resolved = VMOptions.from_given(given)
+    except ValueError as error:
+        raise ValueError(f"adare_vm marker: {error}") from None
     return VMRequest(
         image=str(image),
-        options=vm_options,
-        isolation=_marker_choice(
-            kwargs.get("isolation", options.isolation), ISOLATIONS, "isolation"
-        ),
+        options=resolved,
+        isolation=isolation,
         needs_desktop=bool(gui),
         needs_os=os_name,
     )
-
-
-def _marker_ready_command(value: Any) -> str | None:
-    if value is None:
-        return None
-    if problem := ready_command_problem(value):
-        raise ValueError(f"adare_vm marker: ready_command {problem}")
-    return str(value)
-
-
-def _marker_clock(value: Any) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"adare_vm marker: clock must be an ISO 8601 string, got {value!r}")
-    return value
 
 
 def session_request(options: AdareOptions) -> VMRequest:
@@ -501,4 +441,4 @@ def _marker_choice(value: Any, choices: tuple[C, ...], key: str) -> C:
     for choice in choices:
         if value == choice:
             return choice
-    raise ValueError(f"adare_vm marker: {key}={value!r} is not one of {', '.join(choices)}")
+    raise ValueError(f"adare_vm marker: {key}: {value!r} is not one of {', '.join(choices)}")

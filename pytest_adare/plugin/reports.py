@@ -86,9 +86,10 @@ def pytest_report_header(config: pytest.Config) -> str:
     options = adare_options(config)
     if not options.vm:
         return "adare: no --adare-vm given (tests that need a VM will be skipped)"
-    accel = options.accel if options.accel != "auto" else f"auto ({kvm_note()})"
-    gui = options.gui if options.gui != "auto" else f"auto ({GUI_AUTO_NOTE})"
-    firmware = options.firmware if options.firmware != "auto" else f"auto ({FIRMWARE_AUTO_NOTE})"
+    vm = options.session_vm
+    accel = vm.accel if vm.accel != "auto" else f"auto ({kvm_note()})"
+    gui = vm.gui if vm.gui != "auto" else f"auto ({GUI_AUTO_NOTE})"
+    firmware = vm.firmware if vm.firmware != "auto" else f"auto ({FIRMWARE_AUTO_NOTE})"
     where = f", {hypervisor_line(config, options)}" if options.hypervisors else ""
     return (
         f"adare: image {options.vm}, accel {accel}, isolation {options.isolation}, "

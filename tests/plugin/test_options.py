@@ -156,7 +156,7 @@ def test_bad_marker_argument_errors_before_any_vm_starts(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(
         [
             "*adare_vm marker: unknown argument(s) colour; known: image, gui, os, *",
-            "*adare_vm marker: isolation='sometimes' is not one of snapshot, none, reboot*",
+            "*adare_vm marker: isolation: 'sometimes' is not one of snapshot, none, reboot*",
         ]
     )
 
@@ -170,7 +170,7 @@ def test_memory_sizes(text: str | int, mib: int) -> None:
 
 
 def test_marker_overrides_the_session_options() -> None:
-    options = AdareOptions(vm="debian", memory_mib=512, isolation="snapshot")
+    options = AdareOptions(vm="debian", isolation="snapshot", given={"memory_mib": 512})
     mark = pytest.mark.adare_vm(memory="1G", isolation="none", gui="host", os="linux").mark
     request = apply_marker(options, mark)
     assert (request.options.memory_mib, request.isolation, request.options.gui) == (
@@ -183,24 +183,24 @@ def test_marker_overrides_the_session_options() -> None:
 
 
 def test_firmware_from_the_command_line_or_the_marker_makes_its_own_vm() -> None:
-    options = AdareOptions(vm="disk.qcow2", firmware="uefi")
+    options = AdareOptions(vm="disk.qcow2", given={"firmware": "uefi"})
     assert apply_marker(options, None).options.firmware == "uefi"
     marked = apply_marker(options, pytest.mark.adare_vm(firmware="bios").mark)
     assert marked.options.firmware == "bios"
     assert marked.vm_key != apply_marker(options, None).vm_key
-    with pytest.raises(ValueError, match="firmware='efi' is not one of auto, bios, uefi"):
+    with pytest.raises(ValueError, match="firmware: 'efi' is not one of auto, bios, uefi"):
         apply_marker(options, pytest.mark.adare_vm(firmware="efi").mark)
 
 
 def test_a_ready_command_from_the_options_or_the_marker_makes_its_own_vm() -> None:
-    options = AdareOptions(vm="disk.qcow2", ready_command="test -e /run/app.ready")
+    options = AdareOptions(vm="disk.qcow2", given={"ready_command": "test -e /run/app.ready"})
     session = apply_marker(options, None)
     assert session.options.ready_command == "test -e /run/app.ready"
     marked = apply_marker(options, pytest.mark.adare_vm(ready_command="pgrep app").mark)
     assert marked.options.ready_command == "pgrep app"
     assert marked.vm_key != session.vm_key
     assert apply_marker(AdareOptions(vm="x"), None).options.ready_command is None
-    with pytest.raises(ValueError, match="ready_command must be a non-empty shell command"):
+    with pytest.raises(ValueError, match="ready_command: must be a non-empty shell command"):
         apply_marker(options, pytest.mark.adare_vm(ready_command="").mark)
 
 
@@ -213,7 +213,7 @@ def test_the_ready_command_comes_from_the_command_line_or_the_ini(
         from pytest_adare.plugin.options import adare_options
 
         def test_command(pytestconfig):
-            print("READY=" + repr(adare_options(pytestconfig).ready_command))
+            print("READY=" + repr(adare_options(pytestconfig).session_vm.ready_command))
         """
     )
     pytester.runpytest("-s").stdout.fnmatch_lines(["*READY='systemctl is-active app'"])
@@ -228,14 +228,14 @@ def test_isolation_alone_shares_the_session_vm() -> None:
 
 
 def test_serial_transport_means_no_network_unless_asked() -> None:
-    options = AdareOptions(vm="debian", transport="serial")
+    options = AdareOptions(vm="debian", given={"transport": "serial"})
     assert apply_marker(options, None).options.network is False
     marked = apply_marker(options, pytest.mark.adare_vm(network=True).mark)
     assert marked.options.network is True
 
 
 def test_a_hypervisor_uri_runs_the_vm_there_over_the_serial_link() -> None:
-    options = AdareOptions(vm="debian", hypervisor="qemu:///system")
+    options = AdareOptions(vm="debian", given={"hypervisor": "qemu:///system"})
     session = apply_marker(options, None).options
     assert (session.hypervisor, session.transport, session.network) == (
         "qemu:///system", "serial", False,
