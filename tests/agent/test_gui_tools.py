@@ -368,10 +368,24 @@ async def test_idle_waits_and_reports_an_event(client: StrictClient) -> None:
     assert negative["status"] == "error"
 
 
-async def test_screenshot_method_refuses_a_missing_maim(client: StrictClient, xvfb: str) -> None:
+async def test_screenshots_use_maim_when_asked_and_a_missing_maim_is_refused(
+    client: StrictClient, xvfb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if shutil.which("maim") is None:
+        pytest.skip("maim is not installed (scripts/setup installs it)")
+    with monkeypatch.context() as no_maim:
+        no_maim.setenv("PATH", str(tmp_path))  # the in-process agent looks maim up on PATH
         refused = await client.ok("set_screenshot_method", use_maim=True)
-        assert refused["status"] == "error" and "maim is not installed" in refused["message"]
+    assert refused["status"] == "error" and "maim is not installed" in refused["message"]
+    used = await client.ok("set_screenshot_method", use_maim=True)
+    assert (used["status"], used["method"]) == ("success", "maim")
+    assert decode(await client.ok("screenshot")).size == SCREEN
+    region = await client.ok("screenshot", x=100, y=120, width=50, height=40)
+    assert decode(region).size == (50, 40) and region["offset"] == {"x": 100, "y": 120}
+    with monkeypatch.context() as no_maim:
+        no_maim.setenv("PATH", str(tmp_path))
+        missing = await client.ok("screenshot")  # proves the screenshots went through maim
+    assert missing["status"] == "error" and "maim is not installed" in missing["message"]
     back = await client.ok("set_screenshot_method", use_maim=False)
     assert back == {
         "status": "success",
