@@ -9,17 +9,43 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+_ESCAPES = {
+    code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0)) if chr(code) not in "\t\n"
+}
+
+
+def printable(text: str) -> str:
+    r"""``text`` with every control character but tab and newline shown escaped.
+
+    Guest-made text (console and agent log lines, messages that quote the guest)
+    reaches terminals, report sections and logs through this: an ESC, BEL or NUL of a
+    hostile guest must not set the terminal's title, clear it or write its clipboard
+    (OSC 52). C1 controls (U+0080..U+009F) count too; nothing else changes, so
+    applying it twice changes nothing more.
+
+    >>> print(printable("title\x1b]0;pwned\x07 bell\x00"))
+    title\x1b]0;pwned\x07 bell\x00
+    """
+    return text.translate(_ESCAPES)
+
 
 def format_tail(lines: Sequence[str], title: str = "last console lines") -> str:
-    """Render a console/log tail for an error message."""
+    """Render a console/log tail for an error message (control characters escaped)."""
     if not lines:
         return f"({title}: none)"
-    body = "\n".join(f"  | {line}" for line in lines)
+    body = "\n".join(f"  | {printable(line)}" for line in lines)
     return f"{title}:\n{body}"
 
 
 class AdareError(Exception):
-    """Root of every error raised by pytest-adare."""
+    """Root of every error raised by pytest-adare.
+
+    Its text is :func:`printable`: messages often quote the guest (a tool's error, a
+    command's output, console lines), and they end up on the developer's terminal.
+    """
+
+    def __str__(self) -> str:
+        return printable(super().__str__())
 
 
 class VMLaunchError(AdareError):
@@ -109,13 +135,53 @@ class ToolError(AdareError):
 
 
 class GuestCommandFailed(AdareError):
-    """Raised by ``ShellResult.check()`` when a guest command exits non-zero."""
+    """Raised by ``ShellResult.check()`` and ``guest.succeed()`` when a guest command
+    exits non-zero; ``command``, ``returncode``, ``stdout``, ``stderr`` and the whole
+    ``result`` say how."""
+
+    def __init__(self, result: Any):
+        self.result = result
+        self.command: str = result.command
+        self.returncode: int = result.returncode
+        self.stdout: str = result.stdout
+        self.stderr: str = result.stderr
+        super().__init__(
+            f"guest command {result.command!r} exited with {result.returncode}\n"
+            f"stdout: {result.stdout[-2000:]!r}\nstderr: {result.stderr[-2000:]!r}"
+        )
+
+
+CommandFailed = GuestCommandFailed
+"""``guest.succeed()``'s name for it (the NixOS driver's word)."""
+
+
+class CommandSucceeded(AdareError, AssertionError):
+    """Raised by ``guest.fail()`` when the command it expected to fail exited 0."""
 
     def __init__(self, result: Any):
         self.result = result
         super().__init__(
-            f"guest command {result.command!r} exited with {result.returncode}\n"
+            f"guest command {result.command!r} was expected to fail but exited 0\n"
             f"stdout: {result.stdout[-2000:]!r}\nstderr: {result.stderr[-2000:]!r}"
+        )
+
+
+class GuestWaitTimeout(AdareError, TimeoutError):
+    """A wait on the guest (a command, a file, a port, a unit, a window) ran out.
+
+    ``what`` says what was waited for, ``attempts`` how often it was checked and
+    ``last`` what the last check saw (exit code and output tail, the listening ports,
+    the window titles).
+    """
+
+    def __init__(self, what: str, seconds: float, attempts: int, last: str):
+        self.what = what
+        self.seconds = seconds
+        self.attempts = attempts
+        self.last = last
+        super().__init__(
+            f"timed out after {seconds:.1f} s waiting for {what} ({attempts} checks); "
+            f"last check: {last}"
         )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pytest_adare.errors import console_tail_of
+from pytest_adare.errors import console_tail_of, printable
 from pytest_adare.plugin.fixtures import (
     ITEM_VMS_KEY,
     KEEP_HINTS_KEY,
@@ -104,7 +104,8 @@ def _write_evidence(
     vm = pooled.vm
     sections: list[tuple[str, str]] = []
     label = f" ({pooled.request.describe()})" if suffix else ""
-    console = "\n".join(vm.console_tail(TAIL_LINES))
+    # tail() leads with what killed the guest (a panic, an oops...), wherever it was.
+    console = printable("\n".join(vm.console_tail(TAIL_LINES)))
     source = vm.machine.console_log_path
     if source.exists():
         shutil.copyfile(source, folder / f"console{suffix}.log")
@@ -114,6 +115,7 @@ def _write_evidence(
     try:
         agent_log = "\n".join(vm.agent_log_tail(TAIL_LINES))
         (folder / f"agent{suffix}.log").write_text(agent_log)
+        agent_log = printable(agent_log)
     except Exception as error:
         agent_log = f"(agent log unavailable: {error})"
     sections.append((f"adare agent log tail{label}", agent_log or "(empty)"))
@@ -181,7 +183,8 @@ def pytest_runtest_makereport(
             report.longrepr = f"adare: {call.excinfo.value}"
             tail = console_tail_of(call.excinfo.value)
             if tail:
-                report.sections.append(("adare console tail (failed boot)", "\n".join(tail)))
+                shown = printable("\n".join(tail))
+                report.sections.append(("adare console tail (failed boot)", shown))
         return report
     error = call.excinfo.value if call.excinfo is not None else None
     infra = error is not None and is_infrastructure_error(error)
