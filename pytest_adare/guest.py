@@ -22,11 +22,13 @@ import binascii
 import contextlib
 import json
 import os
+import re
+import shlex
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 from PIL import Image
 
@@ -39,13 +41,38 @@ from pytest_adare.agent.transfer import (
     pull_file,
     push_file,
 )
-from pytest_adare.errors import GuestCommandFailed, ToolError
+from pytest_adare.errors import AdareError, CommandSucceeded, GuestCommandFailed, ToolError
 from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.forensics.evidence import DEFAULT_MAX_BYTES, pull_changed
 from pytest_adare.forensics.snapshot import FsSnapshot, SnapshotPages
+from pytest_adare.guest_waits import (
+    DEFAULT_WAIT,
+    LISTENING_TCP_COMMAND,
+    Window,
+    check_port,
+    listening_tcp_ports,
+    output_tail,
+    poll_until,
+    windows_from_result,
+)
 from pytest_adare.loop_thread import SyncTwin, shared_loop, sync_context_twin, sync_twin
-from pytest_adare.screen_match import Box, Region, Template, matcher_for, wait_for_image
-from pytest_adare.screen_text import Pattern, TextMatch, find_text, read_screen_text, wait_for_text
+from pytest_adare.screen_match import (
+    Box,
+    Region,
+    Template,
+    matcher_for,
+    wait_for_image,
+    wait_for_image_gone,
+)
+from pytest_adare.screen_text import (
+    Pattern,
+    TextMatch,
+    TextQuery,
+    find_text,
+    read_screen_text,
+    wait_for_text,
+    wait_for_text_gone,
+)
 
 T = TypeVar("T")
 
@@ -435,25 +462,62 @@ class AsyncGuest:
             raise ValueError(f"scroll direction must be up/down/left/right, got {direction!r}")
         await self.on_home_loop(self.screen.scroll(direction, amount))
 
+    @overload
+    async def wait_for_image(
+        self,
+        template: Template,
+        timeout: float = ...,
+        region: Region | None = ...,
+        threshold: float | None = ...,
+        *,
+        gone: Literal[False] = ...,
+        index: int = ...,
+        near: tuple[int, int] | None = ...,
+    ) -> Box: ...
+    @overload
+    async def wait_for_image(
+        self,
+        template: Template,
+        timeout: float = ...,
+        region: Region | None = ...,
+        threshold: float | None = ...,
+        *,
+        gone: Literal[True],
+        index: int = ...,
+        near: tuple[int, int] | None = ...,
+    ) -> None: ...
     async def wait_for_image(
         self,
         template: Template,
         timeout: float = 10.0,
         region: Region | None = None,
         threshold: float | None = None,
-    ) -> Box:
+        *,
+        gone: bool = False,
+        index: int = 1,
+        near: tuple[int, int] | None = None,
+    ) -> Box | None:
         """Take screenshots until ``template`` shows; its :class:`Box` on the screen.
 
         ``template``: an image, a PNG path (with its needle sidecar, if any) or a
         :class:`~pytest_adare.screen_match.Needle`; ``threshold`` defaults to the
         needle's, else 0.9. GUI events of the agent wake the matcher early (see
-        :mod:`pytest_adare.screen_match`).
+        :mod:`pytest_adare.screen_match`). ``index`` picks the n-th match in reading
+        order, ``near=(x, y)`` the closest one; ``gone=True`` waits until the template
+        is no longer on the screen (returns None).
 
         :raise ImageNotFound: after ``timeout`` s, naming the best score and a saved screenshot.
+        :raise ImageStillShown: with ``gone=True``, it was still there after ``timeout`` s.
         """
+        if gone:
+            await wait_for_image_gone(
+                self.screenshot, template, timeout, region, threshold, events=self.events
+            )
+            return None
         return await wait_for_image(
-            self.screenshot, template, timeout, region, threshold, events=self.events
-        )
+            self.screenshot, template, timeout, region, threshold, events=self.events,
+            index=index, near=near,
+        )  # fmt: skip
 
     async def click_image(
         self,
@@ -461,13 +525,20 @@ class AsyncGuest:
         timeout: float = 10.0,
         region: Region | None = None,
         threshold: float | None = None,
+        *,
+        button: MouseButton = "left",
+        clicks: int = 1,
+        index: int = 1,
+        near: tuple[int, int] | None = None,
     ) -> Box:
         """Wait for ``template`` like :meth:`wait_for_image`, then click it (its centre, or
-        the needle's click point); returns where it was found."""
+        the needle's click point) with ``button``, ``clicks`` times (2: a double click);
+        returns where it was found."""
+        check_click(button, clicks)
         matcher = matcher_for(template)
-        box = await self.wait_for_image(matcher, timeout, region, threshold)
+        box = await self.wait_for_image(matcher, timeout, region, threshold, index=index, near=near)
         dx, dy = matcher.click_offset
-        await self.click(box.x + dx, box.y + dy)
+        await self.on_home_loop(self.screen.click(box.x + dx, box.y + dy, button, clicks))
         return box
 
     async def screen_text(self, region: Region | None = None) -> str:
@@ -478,29 +549,120 @@ class AsyncGuest:
         """
         return await asyncio.to_thread(read_screen_text, await self.screenshot(), region)
 
-    async def find_text(self, pattern: Pattern, region: Region | None = None) -> list[TextMatch]:
+    async def find_text(
+        self,
+        pattern: Pattern,
+        region: Region | None = None,
+        *,
+        ignore_case: bool = False,
+        max_distance: int = 0,
+    ) -> list[TextMatch]:
         """Every place ``pattern`` (literal text or a compiled regex) is read on the
-        screen now, each with its box and confidence; empty when nowhere."""
-        return await asyncio.to_thread(find_text, pattern, await self.screenshot(), region)
+        screen now, in reading order (top to bottom, then left to right), each with its
+        box and confidence; empty when nowhere. ``max_distance`` allows that many
+        edits in literal text (OCR misreads)."""
+        query = TextQuery(pattern, ignore_case, max_distance)
+        return await asyncio.to_thread(find_text, query, await self.screenshot(), region)
 
+    @overload
     async def wait_for_text(
-        self, pattern: Pattern, timeout: float = 10.0, region: Region | None = None
-    ) -> TextMatch:
-        """Read the screen until ``pattern`` shows; the first match (re-read when the
-        screen changes, woken early by the agent's GUI events).
+        self,
+        pattern: Pattern,
+        timeout: float = ...,
+        region: Region | None = ...,
+        *,
+        gone: Literal[False] = ...,
+        index: int = ...,
+        near: tuple[int, int] | None = ...,
+        ignore_case: bool = ...,
+        max_distance: int = ...,
+    ) -> TextMatch: ...
+    @overload
+    async def wait_for_text(
+        self,
+        pattern: Pattern,
+        timeout: float = ...,
+        region: Region | None = ...,
+        *,
+        gone: Literal[True],
+        index: int = ...,
+        near: tuple[int, int] | None = ...,
+        ignore_case: bool = ...,
+        max_distance: int = ...,
+    ) -> None: ...
+    async def wait_for_text(
+        self,
+        pattern: Pattern,
+        timeout: float = 10.0,
+        region: Region | None = None,
+        *,
+        gone: bool = False,
+        index: int = 1,
+        near: tuple[int, int] | None = None,
+        ignore_case: bool = False,
+        max_distance: int = 0,
+    ) -> TextMatch | None:
+        """Read the screen until ``pattern`` shows (re-read when the screen changes,
+        woken early by the agent's GUI events); the first match in reading order, the
+        ``index``-th, or the one closest to ``near=(x, y)``. ``gone=True`` waits until
+        it is read nowhere (returns None).
 
         :raise TextNotFound: after ``timeout`` s, with the last screenshot and its text.
+        :raise TextStillShown: with ``gone=True``, it was still there after ``timeout`` s.
         """
-        return await wait_for_text(self.screenshot, pattern, timeout, region, events=self.events)
+        query = TextQuery(pattern, ignore_case, max_distance)
+        if gone:
+            await wait_for_text_gone(self.screenshot, query, timeout, region, self.events)
+            return None
+        return await wait_for_text(
+            self.screenshot, query, timeout, region, self.events, index=index, near=near
+        )
 
     async def click_text(
-        self, pattern: Pattern, timeout: float = 10.0, region: Region | None = None
+        self,
+        pattern: Pattern,
+        timeout: float = 10.0,
+        region: Region | None = None,
+        *,
+        button: MouseButton = "left",
+        clicks: int = 1,
+        index: int = 1,
+        near: tuple[int, int] | None = None,
+        ignore_case: bool = False,
+        max_distance: int = 0,
     ) -> TextMatch:
         """Wait for ``pattern`` like :meth:`wait_for_text`, then click the centre of the
-        matched text; returns the match."""
-        match = await self.wait_for_text(pattern, timeout, region)
-        await self.click(*match.center)
+        matched text with ``button`` (``left``, ``right``, ``middle``), ``clicks`` times
+        (2: a double click); returns the match."""
+        check_click(button, clicks)
+        match = await self.wait_for_text(
+            pattern, timeout, region, index=index, near=near, ignore_case=ignore_case,
+            max_distance=max_distance,
+        )  # fmt: skip
+        await self.on_home_loop(self.screen.click(*match.center, button, clicks))
         return match
+
+    async def wait_for_window(
+        self, title: str | re.Pattern[str], timeout: float = DEFAULT_WAIT
+    ) -> Window:
+        """Wait until a visible window's title matches ``title`` (a regex, ``search``
+        semantics; a ``str`` is compiled as one); the first such window, with its title
+        and geometry. Needs the agent's desktop tools (python-xlib or xdotool in the guest).
+
+        :raise GuestWaitTimeout: after ``timeout`` s, listing the titles last seen.
+        :raise ToolError: the guest has no desktop the agent can reach.
+        """
+        regex = re.compile(title) if isinstance(title, str) else title
+
+        async def listed(budget: float) -> list[Window]:
+            return windows_from_result(await self._checked("list_windows"))
+
+        windows = await poll_until(
+            listed, lambda found: any(regex.search(w.title) for w in found), timeout,
+            f"a window titled {regex.pattern!r}",
+            lambda found: "titles " + (", ".join(repr(w.title) for w in found[:20]) or "none"),
+        )  # fmt: skip
+        return next(w for w in windows if regex.search(w.title))
 
     # -- forensics --------------------------------------------------------------------
 
@@ -592,6 +754,132 @@ class AsyncGuest:
             max_bytes=max_bytes,
         )
 
+    # -- commands that must succeed, and waits ------------------------------------------
+
+    async def succeed(self, command: str, /, **shell_options: Any) -> str:
+        """Run ``command`` (with :meth:`shell`'s options); its stdout when it exits 0.
+
+        :raise CommandFailed: it exited non-zero (command, exit code, stdout, stderr).
+        """
+        return (await self.shell(command, **shell_options)).check().stdout
+
+    async def fail(self, command: str, /, **shell_options: Any) -> ShellResult:
+        """Run ``command``; its result when it exits non-zero (stderr usually says why).
+
+        :raise CommandSucceeded: it exited 0.
+        """
+        result = await self.shell(command, **shell_options)
+        if result.ok:
+            raise CommandSucceeded(result)
+        return result
+
+    async def wait_until_succeeds(
+        self, command: str, /, timeout: float = DEFAULT_WAIT, **shell_options: Any
+    ) -> ShellResult:
+        """Run ``command`` every 100 ms until it exits 0; that run's result.
+
+        :raise GuestWaitTimeout: after ``timeout`` s, with the last exit code and output.
+        """
+        return await self._wait_for_exit(command, True, timeout, shell_options)
+
+    async def wait_until_fails(
+        self, command: str, /, timeout: float = DEFAULT_WAIT, **shell_options: Any
+    ) -> ShellResult:
+        """Run ``command`` every 100 ms until it exits non-zero; that run's result.
+
+        :raise GuestWaitTimeout: after ``timeout`` s, with the last output.
+        """
+        return await self._wait_for_exit(command, False, timeout, shell_options)
+
+    async def _wait_for_exit(
+        self, command: str, ok: bool, timeout: float, options: dict[str, Any]
+    ) -> ShellResult:
+        async def run(budget: float) -> ShellResult:
+            return await self.shell(command, **{"timeout": budget, **options})
+
+        return await poll_until(
+            run, lambda r: r.ok == ok, timeout,
+            f"{command!r} to {'succeed' if ok else 'fail'}", describe_run,
+        )  # fmt: skip
+
+    async def wait_for_file(self, path: str, timeout: float = DEFAULT_WAIT) -> str:
+        """Wait until ``path`` exists in the guest (any kind of file); returns it.
+
+        :raise GuestWaitTimeout: after ``timeout`` s.
+        """
+        await poll_until(
+            lambda budget: self.shell(f"test -e {shlex.quote(path)}", timeout=budget),
+            lambda r: r.ok, timeout, f"the file {path}", lambda r: "it does not exist",
+        )  # fmt: skip
+        return path
+
+    async def wait_for_port(
+        self, port: int, timeout: float = DEFAULT_WAIT, *, closed: bool = False
+    ) -> None:
+        """Wait until a TCP socket in the guest listens on ``port`` (on any address), or
+        with ``closed=True`` until none does. Reads the kernel's socket table
+        (``/proc/net/tcp``), so the guest needs no ``ss`` or ``nc``.
+
+        :raise GuestWaitTimeout: after ``timeout`` s, listing the ports that listened.
+        """
+        check_port(port)
+
+        async def listening(budget: float) -> set[int]:
+            result = await self.shell(LISTENING_TCP_COMMAND, timeout=budget)
+            return listening_tcp_ports(result.stdout)
+
+        await poll_until(
+            listening, lambda ports: (port in ports) != closed, timeout,
+            f"TCP port {port} to {'close' if closed else 'listen'}",
+            lambda ports: "listening TCP ports " + (", ".join(map(str, sorted(ports))) or "none"),
+        )  # fmt: skip
+
+    async def wait_for_unit(self, unit: str, timeout: float = DEFAULT_WAIT) -> None:
+        """Wait until the systemd unit ``unit`` is active.
+
+        :raise AdareError: the guest does not run systemd, or the unit failed (with
+            ``systemctl status``).
+        :raise GuestWaitTimeout: after ``timeout`` s, with the unit's last state.
+        """
+        command = (
+            f"[ -d /run/systemd/system ] || exit {NO_SYSTEMD}; "
+            f"systemctl is-active -- {shlex.quote(unit)}"
+        )
+
+        def settled(result: ShellResult) -> bool:
+            # Active, or a state no wait will change: no systemd, or the unit failed.
+            return result.ok or result.returncode == NO_SYSTEMD or result.stdout.strip() == "failed"
+
+        last = await poll_until(
+            lambda budget: self.shell(command, timeout=budget), settled, timeout,
+            f"the unit {unit} to be active",
+            lambda r: f"state {r.stdout.strip() or 'unknown'!r} (exit code {r.returncode})",
+        )  # fmt: skip
+        if last.returncode == NO_SYSTEMD:
+            raise AdareError(
+                f"wait_for_unit({unit!r}): the guest does not run systemd "
+                "(/run/systemd/system is missing); wait for the service another way, "
+                "e.g. wait_for_port() or wait_until_succeeds()"
+            )
+        if not last.ok:
+            status = await self.shell(f"systemctl status --no-pager -- {shlex.quote(unit)}")
+            raise AdareError(f"the unit {unit} failed:\n{status.stdout[-3000:]}")
+
+    async def now(self) -> datetime:
+        """The guest's clock now, as an aware ``datetime`` in the guest's own time zone
+        (adare's ``save_timestamp``).
+
+        :raise ToolError: the agent's answer is not a time.
+        """
+        result = await self._checked("get_timestamp", use_local=True)
+        return guest_time(result)
+
+    async def idle(self, seconds: float) -> None:
+        """Let ``seconds`` (0..3600) pass in the guest, by its clock (adare's ``idle``)."""
+        if not 0 <= seconds <= MAX_IDLE:
+            raise ValueError(f"idle() takes 0..{MAX_IDLE:g} seconds, got {seconds!r}")
+        await self._checked("idle", duration=float(seconds), timeout=seconds + 30)
+
     # -- clock ------------------------------------------------------------------------
 
     async def set_time(self, moment: datetime) -> None:
@@ -640,6 +928,51 @@ class AsyncGuest:
         return TestOutcome(
             str(verdict.get("status", "UNKNOWN")), [str(d) for d in verdict.get("details", [])]
         )
+
+
+MouseButton = Literal["left", "right", "middle"]
+MAX_IDLE = 3600.0
+NO_SYSTEMD = 200
+"""The exit code :meth:`AsyncGuest.wait_for_unit`'s check gives on a guest without systemd."""
+
+
+def check_click(button: str, clicks: int) -> None:
+    """:raise ValueError: not a mouse button, or not 1..3 clicks."""
+    if button not in ("left", "right", "middle"):
+        raise ValueError(f"button must be 'left', 'right' or 'middle', got {button!r}")
+    if type(clicks) is not int or not 1 <= clicks <= 3:
+        raise ValueError(f"clicks must be 1, 2 or 3, got {clicks!r}")
+
+
+def describe_run(result: ShellResult) -> str:
+    """A shell run for a timeout's message: exit code and the end of its output."""
+    return (
+        f"exit code {result.returncode}, stdout {output_tail(result.stdout)}, "
+        f"stderr {output_tail(result.stderr)}"
+    )
+
+
+def guest_time(result: Mapping[str, Any]) -> datetime:
+    """The aware time in a ``get_timestamp(use_local=True)`` result (not trusted: checked).
+
+    :raise ToolError: neither a parseable ``local_time`` nor a numeric ``timestamp``.
+    """
+    local = result.get("local_time")
+    if isinstance(local, str) and len(local) <= 64:
+        try:
+            moment = datetime.fromisoformat(local)
+        except ValueError:
+            moment = None
+        if moment is not None and moment.tzinfo is not None:
+            return moment
+    stamp, offset = result.get("timestamp"), result.get("utc_offset_seconds", 0)
+    if isinstance(stamp, (int, float)) and type(offset) is int and abs(offset) < 86400:
+        try:
+            zone = timezone(timedelta(seconds=offset))
+            return datetime.fromtimestamp(stamp, zone)
+        except (OverflowError, OSError, ValueError):
+            pass
+    raise ToolError("get_timestamp", "the agent's answer holds no valid time", dict(result))
 
 
 class Keyboard(SyncTwin[AsyncKeyboard]):
@@ -701,6 +1034,16 @@ class Guest(SyncTwin[AsyncGuest]):
     set_variables = sync_twin(AsyncGuest.set_variables)
     run_test = sync_twin(AsyncGuest.run_test)
     set_time = sync_twin(AsyncGuest.set_time)
+    wait_for_window = sync_twin(AsyncGuest.wait_for_window)
+    succeed = sync_twin(AsyncGuest.succeed)
+    fail = sync_twin(AsyncGuest.fail)
+    wait_until_succeeds = sync_twin(AsyncGuest.wait_until_succeeds)
+    wait_until_fails = sync_twin(AsyncGuest.wait_until_fails)
+    wait_for_file = sync_twin(AsyncGuest.wait_for_file)
+    wait_for_port = sync_twin(AsyncGuest.wait_for_port)
+    wait_for_unit = sync_twin(AsyncGuest.wait_for_unit)
+    now = sync_twin(AsyncGuest.now)
+    idle = sync_twin(AsyncGuest.idle)
 
 
 __all__ = [
@@ -713,5 +1056,6 @@ __all__ = [
     "Screen",
     "ShellResult",
     "TestOutcome",
+    "Window",
     "tool_result",
 ]

@@ -40,8 +40,9 @@ from pytest_adare.screen_wait import (
     OnScreen,
     Region,
     Screenshot,
-    Watched,
+    check_pick,
     check_region,
+    pick,
     save_screenshot,
     watch_screen,
 )
@@ -55,12 +56,15 @@ if TYPE_CHECKING:
 __all__ = [
     "Box",
     "ImageNotFound",
+    "ImageStillShown",
+    "ImageWaitTimeout",
     "Needle",
     "NeedleError",
     "Region",
     "TemplateMatcher",
     "find",
     "wait_for_image",
+    "wait_for_image_gone",
 ]
 
 ImageLike = Union[Image.Image, "npt.NDArray[Any]", str, "os.PathLike[str]"]
@@ -220,13 +224,21 @@ def _area(value: object, image: Image.Image, where: str) -> Region:
         ) from None
 
 
-class ImageNotFound(AdareError, TimeoutError):
-    """The template did not show within the timeout; ``screenshot_path`` holds the last screen."""
+class ImageWaitTimeout(AdareError, TimeoutError):
+    """A wait on a template ran out; ``screenshot_path`` holds the last screen."""
 
     def __init__(self, message: str, screenshot: Image.Image | None, screenshot_path: Path | None):
         self.screenshot = screenshot
         self.screenshot_path = screenshot_path
         super().__init__(message)
+
+
+class ImageNotFound(ImageWaitTimeout):
+    """The template did not show within the timeout."""
+
+
+class ImageStillShown(ImageWaitTimeout):
+    """The template was still on the screen when a wait for it to go ran out."""
 
 
 def require_numpy() -> None:
@@ -391,6 +403,60 @@ class TemplateMatcher:
             left + int(col), top + int(row), self.width, self.height, float(scores[row, col])
         )
 
+    def all(
+        self, screen: ImageLike, region: Region | None = None, threshold: float | None = None
+    ) -> list[Box]:
+        """Every place the template scores at least ``threshold`` (default
+        :attr:`threshold`), one box per place, in reading order (rows top to bottom,
+        each left to right); at most :data:`MAX_MATCHES`."""
+        # Deferred: numpy is an optional extra; to_grey checked it when the template loaded.
+        import numpy as np
+
+        wanted = self.threshold if threshold is None else threshold
+        grey = to_grey(screen)
+        left, top = 0, 0
+        if region is not None:
+            left, top, width, height = check_region(region, (grey.shape[1], grey.shape[0]))
+            grey = grey[top : top + height, left : left + width]
+        scores = self.scores(grey)
+        # A match is a peak: the positions a pixel or two beside it score nearly as
+        # high. Best first, a position is kept only when it overlaps no kept box by
+        # half the template (non-maximum suppression); the candidates are capped so a
+        # screen of look-alikes costs bounded time.
+        candidates = np.flatnonzero(scores >= wanted)
+        if candidates.size > MAX_CANDIDATES:
+            top_scores = np.argpartition(-scores.ravel()[candidates], MAX_CANDIDATES)
+            candidates = candidates[top_scores[:MAX_CANDIDATES]]
+        order = candidates[np.argsort(-scores.ravel()[candidates], kind="stable")]
+        kept: list[Box] = []
+        for flat in order:
+            row, col = divmod(int(flat), scores.shape[1])
+            box = Box(left + col, top + row, self.width, self.height, float(scores[row, col]))
+            if not any(_overlaps(box, other) for other in kept):
+                kept.append(box)
+                if len(kept) == MAX_MATCHES:
+                    break
+        rows: list[list[Box]] = []
+        for box in sorted(kept, key=lambda b: b.y):
+            for line in rows:
+                if abs(line[0].y - box.y) < self.height // 2 + 1:
+                    line.append(box)
+                    break
+            else:
+                rows.append([box])
+        return [box for line in rows for box in sorted(line, key=lambda b: b.x)]
+
+
+MAX_MATCHES = 100
+""":meth:`TemplateMatcher.all` returns at most this many places."""
+MAX_CANDIDATES = 20_000
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    width = min(a.x + a.width, b.x + b.width) - max(a.x, b.x)
+    height = min(a.y + a.height, b.y + b.height) - max(a.y, b.y)
+    return width > 0 and height > 0 and 2 * width * height >= a.width * a.height
+
 
 Template = ImageLike | Needle | TemplateMatcher
 
@@ -420,9 +486,14 @@ async def wait_for_image(
     region: Region | None = None,
     threshold: float | None = None,
     events: EventSource | None = None,
+    *,
+    index: int = 1,
+    near: tuple[int, int] | None = None,
 ) -> Box:
     """Take screenshots until ``template`` shows (score >= ``threshold``, default the
-    needle's, else 0.9); return its box. Screens are taken as
+    needle's, else 0.9); return its box: the best match, or with ``index``/``near``
+    the ``index``-th in reading order / closest to ``near`` (see
+    :func:`~pytest_adare.screen_wait.pick`). Screens are taken as
     :func:`~pytest_adare.screen_wait.watch_screen` says.
 
     :raise ImageNotFound: after ``timeout`` seconds, with the best score seen and the
@@ -430,33 +501,66 @@ async def wait_for_image(
     """
     matcher = matcher_for(template)
     wanted = matcher.threshold if threshold is None else threshold
+    check_pick(index, near)
     best: list[Box] = []
 
     def check(screen: Image.Image) -> Box | None:
         box = matcher.best(screen, region)
         if not best or box.score > best[0].score:
             best[:] = [box]
-        return box if box.score >= wanted else None
+        if box.score < wanted:
+            return None
+        if index == 1 and near is None:
+            return box
+        return pick(matcher.all(screen, region, wanted), index, near)
 
     watched = await watch_screen(screenshot_fn, check, timeout, events)
     if watched.result is not None:
         return watched.result
-    raise _not_found(matcher, timeout, wanted, best[0] if best else None, watched)
-
-
-def _not_found(
-    matcher: TemplateMatcher,
-    timeout: float,
-    threshold: float,
-    best: Box | None,
-    watched: Watched[Box],
-) -> ImageNotFound:
     path = save_screenshot(watched.screen, "adare-wait-for-image-")
-    near = f"best score {best.score:.3f} at ({best.x}, {best.y})" if best else "no screen checked"
-    return ImageNotFound(
-        f"template ({matcher.width}x{matcher.height}) not found on screen within {timeout:.1f} s "
-        f"({near}, threshold {threshold}; {watched.checked} distinct screens checked); "
-        f"last screenshot saved to {path}",
+    top = best[0] if best else None
+    seen = f"best score {top.score:.3f} at ({top.x}, {top.y})" if top else "no screen checked"
+    number = "" if index == 1 else f" (match number {index})"
+    raise ImageNotFound(
+        f"template ({matcher.width}x{matcher.height}){number} not found on screen within "
+        f"{timeout:.1f} s ({seen}, threshold {wanted}; {watched.checked} distinct screens "
+        f"checked); last screenshot saved to {path}",
+        watched.screen,
+        path,
+    )
+
+
+async def wait_for_image_gone(
+    screenshot_fn: Screenshot,
+    template: Template,
+    timeout: float = 10.0,
+    region: Region | None = None,
+    threshold: float | None = None,
+    events: EventSource | None = None,
+) -> None:
+    """Take screenshots until ``template`` no longer shows (its best score stays below
+    ``threshold``).
+
+    :raise ImageStillShown: after ``timeout`` seconds, naming where it still was.
+    """
+    matcher = matcher_for(template)
+    wanted = matcher.threshold if threshold is None else threshold
+    last: list[Box] = []
+
+    def check(screen: Image.Image) -> bool | None:
+        last[:] = [matcher.best(screen, region)]
+        return True if last[0].score < wanted else None
+
+    watched = await watch_screen(screenshot_fn, check, timeout, events)
+    if watched.result is not None:
+        return
+    path = save_screenshot(watched.screen, "adare-wait-for-image-")
+    box = last[0] if last else None
+    where = f"at ({box.x}, {box.y}), score {box.score:.3f}" if box else "(no screen checked)"
+    raise ImageStillShown(
+        f"template ({matcher.width}x{matcher.height}) still on screen after {timeout:.1f} s "
+        f"{where} (threshold {wanted}; {watched.checked} distinct screens checked); last "
+        f"screenshot saved to {path}",
         watched.screen,
         path,
     )

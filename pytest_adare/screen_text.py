@@ -47,7 +47,9 @@ from pytest_adare.screen_wait import (
     Region,
     Screenshot,
     Watched,
+    check_pick,
     check_region,
+    pick,
     save_screenshot,
     watch_screen,
 )
@@ -58,6 +60,9 @@ __all__ = [
     "OcrWord",
     "TextMatch",
     "TextNotFound",
+    "TextQuery",
+    "TextStillShown",
+    "TextWaitTimeout",
     "find_in_lines",
     "find_text",
     "lines_text",
@@ -65,6 +70,7 @@ __all__ = [
     "read_lines",
     "read_screen_text",
     "wait_for_text",
+    "wait_for_text_gone",
 ]
 
 T = TypeVar("T")
@@ -142,14 +148,16 @@ class TextMatch(OnScreen):
     confidence: float
     line: str
     """The whole line the match was found in."""
+    distance: int = 0
+    """How many edits away from the pattern the text read is (``max_distance`` searches)."""
 
     @property
     def box(self) -> Region:
         return self.x, self.y, self.width, self.height
 
 
-class TextNotFound(AdareError, TimeoutError):
-    """The text did not show within the timeout.
+class TextWaitTimeout(AdareError, TimeoutError):
+    """A wait on screen text ran out.
 
     ``screenshot`` / ``screenshot_path`` hold the last screen, ``text`` what was read on it.
     """
@@ -165,6 +173,14 @@ class TextNotFound(AdareError, TimeoutError):
         self.screenshot_path = screenshot_path
         self.text = text
         super().__init__(message)
+
+
+class TextNotFound(TextWaitTimeout):
+    """The text did not show within the timeout."""
+
+
+class TextStillShown(TextWaitTimeout):
+    """The text was still on the screen when a wait for it to go ran out."""
 
 
 # -- pure matching and merging over OCR output ---------------------------------------------
@@ -188,12 +204,96 @@ def same_place(a: Region, b: Region) -> bool:
     return smaller > 0 and width * height >= SAME_PLACE * smaller
 
 
-def _compile(pattern: Pattern) -> re.Pattern[str]:
+def _compile(pattern: Pattern, ignore_case: bool = False) -> re.Pattern[str]:
     if isinstance(pattern, re.Pattern):
+        if ignore_case and not pattern.flags & re.IGNORECASE:
+            return re.compile(pattern.pattern, pattern.flags | re.IGNORECASE)
         return pattern
     if not isinstance(pattern, str) or not pattern.strip():
         raise ValueError(f"the text to find must be a non-empty string or a regex, got {pattern!r}")
-    return re.compile(re.escape(pattern))
+    return re.compile(re.escape(pattern), re.IGNORECASE if ignore_case else 0)
+
+
+@dataclass(frozen=True)
+class TextQuery:
+    """What a text search looks for: ``pattern`` (literal text or a compiled regex), with
+    ``ignore_case``, and for literal text up to ``max_distance`` edits (OCR misreads:
+    ``0`` for ``O``, a dropped or an extra character).
+
+    :raise ValueError: an empty pattern, a negative distance, a distance on a regex, or
+        one that would let any text of the pattern's length match.
+    """
+
+    pattern: Pattern
+    ignore_case: bool = False
+    max_distance: int = 0
+
+    def __post_init__(self) -> None:
+        _compile(self.pattern)  # a clear error for an empty or wrong pattern, now
+        if type(self.max_distance) is not int or self.max_distance < 0:
+            raise ValueError(f"max_distance must be an int >= 0, got {self.max_distance!r}")
+        if self.max_distance and isinstance(self.pattern, re.Pattern):
+            raise ValueError("max_distance works on literal text, not on a regex")
+        if self.max_distance and self.max_distance >= len(str(self.pattern).strip()):
+            raise ValueError(
+                f"max_distance={self.max_distance} would match any text: the pattern "
+                f"{self.pattern!r} has only {len(str(self.pattern).strip())} characters"
+            )
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        return _compile(self.pattern, self.ignore_case)
+
+    def spans(self, text: str) -> list[tuple[int, int, int]]:
+        """``(start, end, edits)`` of every place the query matches in ``text``."""
+        if not self.max_distance:
+            return [
+                (hit.start(), hit.end(), 0)
+                for hit in self.regex.finditer(text)
+                if hit.end() > hit.start() and text[hit.start() : hit.end()].strip()
+            ]
+        return fuzzy_spans(str(self.pattern).strip(), text, self.max_distance, self.ignore_case)
+
+
+def fuzzy_spans(
+    needle: str, text: str, max_distance: int, ignore_case: bool = False
+) -> list[tuple[int, int, int]]:
+    """Places in ``text`` within ``max_distance`` edits (Levenshtein) of ``needle``:
+    ``(start, end, edits)``, the closest of overlapping candidates, left to right.
+
+    >>> fuzzy_spans("Trash", "Move to Tr4sh now", 1)
+    [(8, 13, 1)]
+    """
+    fold = str.lower if ignore_case else str
+    want = [fold(c) for c in needle]
+    # Sellers' variant of the edit distance: a match may start anywhere in ``text``
+    # (row 0 costs nothing at every column). Each cell carries where its match started,
+    # so a hit's span is known without a second pass.
+    previous = [(i, 0) for i in range(len(want) + 1)]
+    hits: list[tuple[int, int, int]] = []
+    for end, char in enumerate(text, 1):
+        char = fold(char)
+        current = [(0, end)]
+        for i, wanted in enumerate(want, 1):
+            current.append(
+                min(
+                    (previous[i - 1][0] + (wanted != char), previous[i - 1][1]),
+                    (previous[i][0] + 1, previous[i][1]),
+                    (current[i - 1][0] + 1, current[i - 1][1]),
+                    key=lambda cell: cell[0],
+                )
+            )
+        edits, start = current[-1]
+        while start < end and text[start].isspace():
+            start += 1
+        if edits <= max_distance and text[start:end].strip():
+            hits.append((start, len(text[:end].rstrip()), edits))
+        previous = current
+    kept: list[tuple[int, int, int]] = []
+    for hit in sorted(hits, key=lambda h: (h[2], abs((h[1] - h[0]) - len(want)), h[0])):
+        if all(hit[1] <= other[0] or hit[0] >= other[1] for other in kept):
+            kept.append(hit)
+    return sorted(kept)
 
 
 def describe_pattern(pattern: Pattern) -> str:
@@ -201,7 +301,7 @@ def describe_pattern(pattern: Pattern) -> str:
     return repr(pattern) if isinstance(pattern, str) else f"re.compile({pattern.pattern!r})"
 
 
-def _match_in_line(line: OcrLine, start: int, end: int, text: str) -> TextMatch:
+def _match_in_line(line: OcrLine, start: int, end: int, text: str, edits: int = 0) -> TextMatch:
     """The box of characters ``start:end`` of ``line.text``, narrowed inside each word."""
     boxes: list[Region] = []
     confidences: list[float] = []
@@ -216,25 +316,26 @@ def _match_in_line(line: OcrLine, start: int, end: int, text: str) -> TextMatch:
             confidences.append(word.confidence)
         offset += len(word.text) + 1
     x, y, width, height = _union(boxes)
-    return TextMatch(text, x, y, width, height, min(confidences) / 100.0, line.text)
+    return TextMatch(text, x, y, width, height, min(confidences) / 100.0, line.text, edits)
 
 
-def find_in_lines(pattern: Pattern, lines: Iterable[OcrLine]) -> list[TextMatch]:
-    """Every place ``pattern`` matches within one line, most confident reading per place,
-    in reading order (top to bottom, then left to right).
+def find_in_lines(pattern: Pattern | TextQuery, lines: Iterable[OcrLine]) -> list[TextMatch]:
+    """Every place ``pattern`` matches within one line, most confident reading per place
+    (fewest edits first for a fuzzy :class:`TextQuery`), in reading order (top to
+    bottom, then left to right).
 
     A ``str`` is matched literally (case and spaces as given), a compiled regex with
-    ``search`` semantics. Matches never span lines.
+    ``search`` semantics; a :class:`TextQuery` adds ``ignore_case`` and
+    ``max_distance``. Matches never span lines.
     """
-    regex = _compile(pattern)
+    query = pattern if isinstance(pattern, TextQuery) else TextQuery(pattern)
     found: list[TextMatch] = []
     for line in lines:
         text = line.text
-        for hit in regex.finditer(text):
-            if hit.end() > hit.start() and text[hit.start() : hit.end()].strip():
-                found.append(_match_in_line(line, hit.start(), hit.end(), hit.group(0)))
+        for start, end, edits in query.spans(text):
+            found.append(_match_in_line(line, start, end, text[start:end], edits))
     kept: list[TextMatch] = []
-    for match in sorted(found, key=lambda m: -m.confidence):
+    for match in sorted(found, key=lambda m: (m.distance, -m.confidence)):
         if not any(same_place(match.box, other.box) for other in kept):
             kept.append(match)
     return [match for row in in_rows(kept, lambda m: m.box) for match in row]
@@ -364,10 +465,12 @@ def _lines(api: Any, variant: str, scale: int, offset: tuple[int, int]) -> list[
         if item.IsAtBeginningOf(RIL.TEXTLINE) and words:
             lines.append(OcrLine(variant, tuple(words)))
             words = []
-        text = (item.GetUTF8Text(RIL.WORD) or "").strip()
+        text = _word_text(item, RIL.WORD)
+        if not text:
+            continue
         confidence = float(item.Confidence(RIL.WORD))
         box = item.BoundingBox(RIL.WORD)
-        if not text or confidence < MIN_WORD_CONFIDENCE or box is None:
+        if confidence < MIN_WORD_CONFIDENCE or box is None:
             continue
         left, top, right, bottom = (round(v / scale) for v in box)
         words.append(
@@ -376,6 +479,21 @@ def _lines(api: Any, variant: str, scale: int, offset: tuple[int, int]) -> list[
     if words:
         lines.append(OcrLine(variant, tuple(words)))
     return lines
+
+
+def _word_text(item: Any, level: int) -> str:
+    """The text of one word box, ``""`` for a box that holds none.
+
+    Tesseract lays out word boxes before it reads them; on a black screen, or a black
+    root window beside a terminal, some boxes end up without text, and tesserocr 2.13
+    raises ``RuntimeError('No text returned')`` for them where older releases returned
+    ``None``. Either way that box is no word.
+    """
+    try:
+        text = item.GetUTF8Text(level)
+    except RuntimeError:
+        return ""
+    return (text or "").strip()
 
 
 def _crop(screen: Image.Image, region: Region | None) -> tuple[Image.Image, tuple[int, int]]:
@@ -412,7 +530,7 @@ def read_screen_text(screen: Image.Image, region: Region | None = None) -> str:
 
 
 def find_text(
-    pattern: Pattern, screen: Image.Image, region: Region | None = None
+    pattern: Pattern | TextQuery, screen: Image.Image, region: Region | None = None
 ) -> list[TextMatch]:
     """Every place ``pattern`` is read on ``screen`` (see :func:`find_in_lines`)."""
     return find_in_lines(pattern, read_lines(screen, region))
@@ -422,13 +540,13 @@ def find_text(
 
 
 def _first_match(
-    pattern: Pattern, screen: Image.Image, region: Region | None
+    query: TextQuery, screen: Image.Image, region: Region | None
 ) -> tuple[TextMatch | None, list[OcrLine]]:
     """The first match, reading variant after variant; else None and every line read."""
     read: list[OcrLine] = []
     for lines in read_variants(screen, region):
         read += lines
-        matches = find_in_lines(pattern, lines)
+        matches = find_in_lines(query, lines)
         if matches:
             return matches[0], read
     return None, read
@@ -436,40 +554,90 @@ def _first_match(
 
 async def wait_for_text(
     screenshot_fn: Screenshot,
-    pattern: Pattern,
+    pattern: Pattern | TextQuery,
     timeout: float = 10.0,
     region: Region | None = None,
     events: EventSource | None = None,
+    *,
+    index: int = 1,
+    near: tuple[int, int] | None = None,
 ) -> TextMatch:
-    """Take screenshots until ``pattern`` is read on the screen; return the first match.
-    Screens are taken as :func:`~pytest_adare.screen_wait.watch_screen` says.
+    """Take screenshots until ``pattern`` is read on the screen; return the match:
+    the first in reading order, the ``index``-th (from 1), or with ``near=(x, y)``
+    the closest to that point (``index`` then counts from the closest). Screens are
+    taken as :func:`~pytest_adare.screen_wait.watch_screen` says.
 
     :raise TextNotFound: after ``timeout`` seconds, with the last screenshot (saved to a
         temporary PNG named in the message) and the text read on it.
     :raise OcrUnavailable: tesserocr or the English data is missing.
     """
-    _compile(pattern)
+    query = pattern if isinstance(pattern, TextQuery) else TextQuery(pattern)
+    check_pick(index, near)
     read: list[OcrLine] = []
 
     def check(screen: Image.Image) -> TextMatch | None:
-        match, read[:] = _first_match(pattern, screen, region)
-        return match
+        if index == 1 and near is None:  # the common case stops at the first variant
+            match, read[:] = _first_match(query, screen, region)
+            return match
+        read[:] = read_lines(screen, region)
+        return pick(find_in_lines(query, read), index, near)
 
     watched = await watch_screen(screenshot_fn, check, timeout, events)
     if watched.result is not None:
         return watched.result
-    raise _not_found(pattern, timeout, watched, lines_text(merge_lines(read)))
+    wanted = "" if index == 1 else f" (match number {index})"
+    raise _timeout(
+        TextNotFound,
+        f"text {describe_pattern(query.pattern)}{wanted} not read on screen within {timeout:.1f} s",
+        watched,
+        lines_text(merge_lines(read)),
+    )
 
 
-def _not_found(
-    pattern: Pattern, timeout: float, watched: Watched[TextMatch], text: str
-) -> TextNotFound:
+async def wait_for_text_gone(
+    screenshot_fn: Screenshot,
+    pattern: Pattern | TextQuery,
+    timeout: float = 10.0,
+    region: Region | None = None,
+    events: EventSource | None = None,
+) -> None:
+    """Take screenshots until ``pattern`` is read nowhere on the screen (every variant
+    is read: a match in any one of them means it is still there).
+
+    :raise TextStillShown: after ``timeout`` seconds, with the last screenshot, the
+        text read on it and where the pattern still was.
+    """
+    query = pattern if isinstance(pattern, TextQuery) else TextQuery(pattern)
+    read: list[OcrLine] = []
+    still: list[TextMatch] = []
+
+    def check(screen: Image.Image) -> bool | None:
+        read[:] = read_lines(screen, region)
+        still[:] = find_in_lines(query, read)
+        return True if not still else None
+
+    watched = await watch_screen(screenshot_fn, check, timeout, events)
+    if watched.result is not None:
+        return
+    where = ", ".join(f"({m.x}, {m.y}) {m.text!r}" for m in still[:5])
+    raise _timeout(
+        TextStillShown,
+        f"text {describe_pattern(query.pattern)} still read on screen after "
+        f"{timeout:.1f} s, at {where}",
+        watched,
+        lines_text(merge_lines(read)),
+    )
+
+
+E = TypeVar("E", bound="TextWaitTimeout")
+
+
+def _timeout(kind: type[E], what: str, watched: Watched[Any], text: str) -> E:
     path = save_screenshot(watched.screen, "adare-wait-for-text-")
     shown = text if len(text) <= MAX_TEXT_IN_ERROR else text[:MAX_TEXT_IN_ERROR] + "\n[...]"
-    return TextNotFound(
-        f"text {describe_pattern(pattern)} not read on screen within {timeout:.1f} s "
-        f"({watched.checked} distinct screens read); last screenshot saved to {path}; "
-        f"text read on it:\n{shown or '(no text)'}",
+    return kind(
+        f"{what} ({watched.checked} distinct screens read); last screenshot saved to "
+        f"{path}; text read on it:\n{shown or '(no text)'}",
         watched.screen,
         path,
         text,

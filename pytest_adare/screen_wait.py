@@ -17,7 +17,7 @@ import inspect
 import os
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -49,6 +49,9 @@ class OnScreen:
         return self.x + self.width // 2, self.y + self.height // 2
 
 
+F = TypeVar("F", bound=OnScreen)
+
+
 class EventSource(Protocol):
     """Anything with ``subscribe(callback) -> unsubscribe`` (the facade's ``guest.events``)."""
 
@@ -76,6 +79,26 @@ def check_region(region: Region, size: tuple[int, int]) -> Region:
             f"region {region} (x, y, width, height) is not inside the {size[0]}x{size[1]} screen"
         )
     return region
+
+
+def check_pick(index: int, near: tuple[int, int] | None) -> None:
+    """:raise ValueError: ``index`` is not a whole number from 1 on, or ``near`` no point."""
+    if type(index) is not int or index < 1:
+        raise ValueError(f"index counts matches from 1, got {index!r}")
+    if near is not None and (
+        len(near) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in near)
+    ):
+        raise ValueError(f"near must be an (x, y) pair of ints, got {near!r}")
+
+
+def pick(found: Sequence[F], index: int = 1, near: tuple[int, int] | None = None) -> F | None:
+    """The ``index``-th (from 1) of ``found`` (in reading order), or with ``near`` the
+    ``index``-th closest to that point (by the centres); None when there are fewer."""
+    check_pick(index, near)
+    if near is not None:
+        x, y = near
+        found = sorted(found, key=lambda f: (f.center[0] - x) ** 2 + (f.center[1] - y) ** 2)
+    return found[index - 1] if len(found) >= index else None
 
 
 def save_screenshot(screen: Image.Image | None, prefix: str) -> Path | None:

@@ -183,6 +183,9 @@ class WindowInfo:
     region: Region
 
 
+MAX_LISTED_WINDOWS = 500
+
+
 def find_windows(title: str) -> list[WindowInfo]:
     """Viewable X windows whose title contains ``title`` (case-insensitive).
 
@@ -521,6 +524,25 @@ class GuiTools(ToolGroup):
             shown = key if isinstance(key, str) else "+".join(key)
             await ctx.emit(EventType.GUI_KEYPRESS, {"type": type, "key": shown[:200]})
         return result
+
+    @tool(timeout=30)
+    async def list_windows(self, ctx: CallContext) -> dict[str, Any]:
+        """Every visible window that has a title: ``windows`` = [{id, title, x, y,
+        width, height}] in screen pixels (at most :data:`MAX_LISTED_WINDOWS`)."""
+
+        def listed(pg: types.ModuleType) -> dict[str, Any]:
+            windows = find_windows("")[:MAX_LISTED_WINDOWS]
+            return {
+                "status": "success",
+                "message": f"{len(windows)} visible windows with a title",
+                "windows": [
+                    {"id": w.window_id, "title": w.title[:1000], "x": w.region.x,
+                     "y": w.region.y, "width": w.region.width, "height": w.region.height}
+                    for w in windows
+                ],
+            }  # fmt: skip
+
+        return await self._guarded(ctx, listed)
 
     # ------------------------------------------------------------------ waiting
     @tool(timeout=MAX_IDLE + 10)
