@@ -195,7 +195,26 @@ def pytest_runtest_makereport(
         if report.when != "call":
             report.longrepr = f"adare: {error}"
     _attach_evidence(item, report, infra)
+    if infra:
+        _say_what_killed_the_guest(report, item.stash.get(ITEM_VMS_KEY, []), str(error))
     return report
+
+
+def _say_what_killed_the_guest(
+    report: pytest.TestReport, pooled_vms: list[PooledVM], message: str
+) -> None:
+    """Add the console's fatal lines (a panic, an oops...) to an infrastructure error
+    that does not show them: an ``AgentDisconnected`` knows nothing of the console,
+    while a ``VMDied``'s console tail already leads with them."""
+    for pooled in pooled_vms:
+        fatal = pooled.vm.console_tail(0)  # n=0: only what killed the guest, if anything
+        if not fatal or printable(fatal[0]) in message:
+            continue
+        text = printable("\n".join(fatal))
+        if isinstance(report.longrepr, str):
+            report.longrepr = f"{report.longrepr}\n{text}"
+        elif callable(add_section := getattr(report.longrepr, "addsection", None)):
+            add_section("adare: what killed the guest", text)  # a traceback's own section
 
 
 @pytest.hookimpl(tryfirst=True)

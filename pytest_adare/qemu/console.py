@@ -114,17 +114,17 @@ class ConsoleCapture(asyncio.Protocol):
     def tail(self, n: int = 40) -> list[str]:
         """The last ``n`` console lines (the partial line last, when there is one).
 
-        When the console showed what killed the guest (:attr:`fatal_lines`), those lines
+        When the console showed what killed the guest (:meth:`fatal_lines`), those lines
         come first, under a heading, wherever they are in the output, and a second
-        heading introduces the last ``n`` lines.
+        heading introduces the last ``n`` lines; ``n=0`` gives only those.
         """
         lines = [text for _, text in self._lines]
         if self._partial or self._partial_cut:
             lines.append(self._shown_partial())
         last = lines[-n:] if n > 0 else []
         fatal = self.fatal_lines()
-        if not fatal:
-            return last
+        if not fatal or n <= 0:
+            return fatal or last
         return [*fatal, f"== the last {len(last)} console lines:", *last]
 
     def fatal_lines(self) -> list[str]:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pytest_adare.errors import AdareError, ToolError, VMDied, format_tail
-from pytest_adare.plugin.reports import _write_evidence
+from pytest_adare.errors import AdareError, AgentDisconnected, ToolError, VMDied, format_tail
+from pytest_adare.plugin.reports import _say_what_killed_the_guest, _write_evidence
 from pytest_adare.qemu.console import ConsoleCapture
 
 HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b]52;c;cm0gLXJmIH4=\x07\x00\x9b"
@@ -68,3 +68,38 @@ def test_error_messages_that_quote_the_guest_are_printable(error: AdareError) ->
 
 def test_format_tail_keeps_tabs_and_escapes_the_rest() -> None:
     assert format_tail(["a\tb", "c\rd\x1b"]) == "last console lines:\n  | a\tb\n  | c\\x0dd\\x1b"
+
+
+def _vm_with_console(tmp_path: Path, text: bytes) -> SimpleNamespace:
+    capture = ConsoleCapture(tmp_path / "console.log")
+    capture.data_received(text)
+    capture.connection_lost(None)
+    return SimpleNamespace(vm=SimpleNamespace(console_tail=capture.tail))
+
+
+@pytest.mark.asyncio
+async def test_an_agent_disconnect_error_says_what_killed_the_guest(tmp_path: Path) -> None:
+    pooled = _vm_with_console(tmp_path, b"Kernel panic - not syncing: Fatal\n" + b"t\n" * 99)
+    error = AgentDisconnected("'execute_shell' got no answer: the agent closed the connection")
+    with pytest.raises(AgentDisconnected) as raised:
+        raise error
+    longrepr = raised.getrepr()
+    report = pytest.TestReport("t", ("t.py", 1, "t"), {}, "failed", longrepr, "call")
+    _say_what_killed_the_guest(report, [pooled], str(error))  # type: ignore[list-item]
+    shown = str(report.longrepr)
+    assert "adare: what killed the guest" in shown
+    assert "from console line 1: Kernel panic - not syncing: Fatal" in shown
+
+    setup = pytest.TestReport("t", ("t.py", 1, "t"), {}, "failed", f"adare: {error}", "setup")
+    _say_what_killed_the_guest(setup, [pooled], str(error))  # type: ignore[list-item]
+    assert str(setup.longrepr).splitlines()[1].startswith("== what killed the guest")
+
+
+@pytest.mark.asyncio
+async def test_a_vm_died_error_is_not_told_twice(tmp_path: Path) -> None:
+    pooled = _vm_with_console(tmp_path, b"BUG: soft lockup\n")
+    error = VMDied("QEMU exited", pooled.vm.console_tail())
+    report = pytest.TestReport("t", ("t.py", 1, "t"), {}, "failed", f"adare: {error}", "setup")
+    _say_what_killed_the_guest(report, [pooled], str(error))  # type: ignore[list-item]
+    assert report.longrepr == f"adare: {error}"
+    assert str(error).count("what killed the guest") == 1
