@@ -25,6 +25,7 @@ pytest_plugins = [
     "pytest_adare.plugin.reports",
     "pytest_adare.plugin.hypervisor_evidence",
     "pytest_adare.plugin.recording",
+    "pytest_adare.plugin.checks",
 ]
 
 __all__ = ["adare_options"]
