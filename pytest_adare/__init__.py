@@ -18,24 +18,26 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_adare.agent.testfunction_upload import assert_outcome
+    from pytest_adare.agent.testfunction_upload import GuestTestWarning, assert_outcome
     from pytest_adare.errors import (
         AdareError,
         AgentDisconnected,
         AgentUnreachable,
         GuestCommandFailed,
         ImageError,
+        ProtocolViolation,
         ToolError,
         VMDied,
         VMLaunchError,
         VMTimeout,
     )
     from pytest_adare.forensics.diff import FsDiff
-    from pytest_adare.forensics.snapshot import FsSnapshot
+    from pytest_adare.forensics.entry import SnapshotFormatError
+    from pytest_adare.forensics.snapshot import FsSnapshot, SnapshotPages
     from pytest_adare.guest import AsyncGuest, Guest, ShellResult, TestOutcome
     from pytest_adare.launch import launch
     from pytest_adare.plugin.fixtures import VMFactory
-    from pytest_adare.screen_match import Box
+    from pytest_adare.screen_match import Box, NeedleError
     from pytest_adare.vm import VM
 
 _EXPORTS = {
@@ -44,6 +46,7 @@ _EXPORTS = {
     "AgentUnreachable": "pytest_adare.errors",
     "GuestCommandFailed": "pytest_adare.errors",
     "ImageError": "pytest_adare.errors",
+    "ProtocolViolation": "pytest_adare.errors",
     "ToolError": "pytest_adare.errors",
     "VMDied": "pytest_adare.errors",
     "VMLaunchError": "pytest_adare.errors",
@@ -55,10 +58,14 @@ _EXPORTS = {
     "launch": "pytest_adare.launch",
     "VM": "pytest_adare.vm",
     "FsSnapshot": "pytest_adare.forensics.snapshot",
+    "SnapshotPages": "pytest_adare.forensics.snapshot",
+    "SnapshotFormatError": "pytest_adare.forensics.entry",
     "FsDiff": "pytest_adare.forensics.diff",
     "Box": "pytest_adare.screen_match",
+    "NeedleError": "pytest_adare.screen_match",
     "VMFactory": "pytest_adare.plugin.fixtures",
     "assert_outcome": "pytest_adare.agent.testfunction_upload",
+    "GuestTestWarning": "pytest_adare.agent.testfunction_upload",
 }
 
 __all__ = [
@@ -72,8 +79,13 @@ __all__ = [
     "FsSnapshot",
     "Guest",
     "GuestCommandFailed",
+    "GuestTestWarning",
     "ImageError",
+    "NeedleError",
+    "ProtocolViolation",
     "ShellResult",
+    "SnapshotFormatError",
+    "SnapshotPages",
     "TestOutcome",
     "ToolError",
     "VMDied",

@@ -203,7 +203,8 @@ class VMOptions:
 
     memory_mib: int | None = field(
         default=None, metadata=about(
-        "guest memory in MiB, or with a unit: 512M, 2G (default: the image's)",
+        "guest memory in MiB (flags and marker also take a unit: 512M, 2G) (default: "
+        "the image's)",
         name="memory", parse=parse_memory, metavar="SIZE",
         doc_values="MiB: `1024`, `512M`, `2G`", doc_default="the image's",
     ))  # fmt: skip

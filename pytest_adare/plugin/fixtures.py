@@ -107,7 +107,8 @@ def _record_vm(item: pytest.Item, pooled: PooledVM) -> None:
         used.append(pooled)
 
 
-def _marker_request(request: pytest.FixtureRequest) -> VMRequest:
+def marker_request(request: pytest.FixtureRequest) -> VMRequest:
+    """The test's VM request from all its ``adare_vm`` markers (a bad one fails the test)."""
     marker = adare_vm_marker(request.node)
     try:
         return apply_marker(adare_options(request.config), marker)
@@ -139,7 +140,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
 
 def acquire_vm(request: pytest.FixtureRequest, pool: VMPool) -> PooledVM:
     """The test's VM per its marker, needs checked, brought to a clean state."""
-    vm_request = _marker_request(request)
+    vm_request = marker_request(request)
     reason = unmet_need(vm_request, pool.manifest(vm_request))
     if reason is not None:
         pytest.skip(reason)

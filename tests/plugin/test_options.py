@@ -293,3 +293,31 @@ def test_more_workers_than_hypervisor_slots_is_a_usage_error(pytester: pytest.Py
     )  # fmt: skip
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*-n 3 needs 3 VM slots, but 2 hypervisor(s) x *limit=1 give 2*"])
+
+
+STACKED_MARKERS = """
+import pytest
+from pytest_adare.plugin.fixtures import marker_request
+
+pytestmark = pytest.mark.adare_vm(image="debian", memory="1G", cpus=2)
+
+@pytest.mark.adare_vm(cpus=3)
+class TestStacked:
+    @pytest.mark.adare_vm(isolation="none")         # keep the previous test's state
+    @pytest.mark.adare_vm(warm="off")               # its own VM, always booted cold
+    def test_sees_previous_state(self, request):
+        vm = marker_request(request)
+        print("GOT", vm.image, vm.isolation, vm.options.warm, vm.options.memory_mib,
+              vm.options.cpus)
+"""
+
+
+def test_stacked_markers_combine_the_closest_winning_per_argument(
+    pytester: pytest.Pytester,
+) -> None:
+    # docs/plugin.md's stacked example, on a class and a module that carry markers too;
+    # no --adare-vm: the module's image= counts, so the test is not skipped either.
+    pytester.makepyfile(STACKED_MARKERS)
+    result = pytester.runpytest("-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*GOT debian none off 1024 3"])
