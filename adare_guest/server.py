@@ -53,6 +53,7 @@ from adare_guest.protocol import (
     iter_encode_message,
     parse_message,
 )
+from adare_guest.repeated_log import RepeatedLog
 from adare_guest.tools.base import (
     AgentState,
     BoundTool,
@@ -68,6 +69,7 @@ from adare_guest.websocket_server import WebSocketServer
 from adare_guest.worker_pool import PoolExhausted, shared_pool
 
 log = logging.getLogger("adare_guest.server")
+repeated = RepeatedLog(log)
 
 SendFunc = Callable[[Union[str, bytes]], Awaitable[None]]  # run time: no ``|`` on 3.9
 """Sends one message: ``str`` as JSON text, ``bytes`` as a binary transfer message."""
@@ -300,7 +302,10 @@ class AdareVMServer:
             supplied[0].encode("latin-1"), expected.encode()
         ):
             return None
-        log.warning("rejected connection from %s: bad or missing token", _peer(remote_address))
+        # Rate-limited: a flood of bad handshakes must not fill the guest's disk.
+        repeated.warning(
+            "bad token", "rejected connection from %s: bad or missing token", _peer(remote_address)
+        )
         return HttpResponse.text(
             401, "missing or wrong bearer token", [("WWW-Authenticate", "Bearer")]
         )

@@ -8,10 +8,20 @@ When the handler returns, the connection is closed (1000; 1011 when it raised).
 
 Bounds: a client gets ``handshake_timeout`` seconds to send its whole request head,
 then it is dropped; a refused client gets its HTTP answer and ``close_timeout``
-seconds to take it. :meth:`WebSocketServer.close` stops listening, drops clients
-still in their handshake and closes every connection with 1001 (each cut off after
-``close_timeout``); :meth:`WebSocketServer.wait_closed` returns once every handler
-has finished and every socket is closed.
+seconds to take it. At most ``max_handshakes`` connections (``max_handshakes_per_peer``
+from one address) may be open without having been accepted yet (in their handshake
+or being refused): one more drops one of them (of its own address, when that address
+is at its limit): the oldest refused one, else the oldest that has sent nothing, else
+the oldest. So idle sockets cannot pin the agent's file descriptors, and a real
+client, which sends its handshake at once, still gets in during a flood of them. A
+failed ``accept`` (out of file descriptors) drops every pending connection that was
+refused or has sent nothing, and is logged as one line per 10 s with a count
+(:mod:`adare_guest.repeated_log`), not with a traceback per attempt.
+
+:meth:`WebSocketServer.close` stops listening, drops clients still in their handshake
+and closes every connection with 1001 (each cut off after ``close_timeout``);
+:meth:`WebSocketServer.wait_closed` returns once every handler has finished and every
+socket is closed.
 
 >>> async def echo(connection):                                 # doctest: +SKIP
 ...     async for message in connection:
@@ -24,9 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 from collections.abc import Awaitable, Callable
 from typing import Any, Optional
 
+from adare_guest.repeated_log import RepeatedLog
 from adare_guest.websocket_connection import WebSocketConnection
 from adare_guest.websocket_frames import CloseCode
 from adare_guest.websocket_handshake import (
@@ -39,14 +51,21 @@ from adare_guest.websocket_handshake import (
 )
 
 log = logging.getLogger("adare_guest.websocket")
+repeated = RepeatedLog(log)
 
 Handler = Callable[[WebSocketConnection], Awaitable[None]]
 """Serves one accepted connection; the connection is closed when it returns."""
 ProcessRequest = Callable[[Request, Any], Optional[HttpResponse]]  # run time: 3.9
 """``(request, remote address)``: a response refuses the handshake, None lets it go on."""
 
-HANDSHAKE_TIMEOUT = 10.0
+HANDSHAKE_TIMEOUT = 5.0
 """Seconds a client has to send its whole opening handshake."""
+MAX_HANDSHAKES = 256
+"""Connections open at once that were not accepted (yet): in their handshake or refused."""
+MAX_HANDSHAKES_PER_PEER = 128
+"""Of :data:`MAX_HANDSHAKES`, how many may come from one address (more than asyncio
+accepts in one go, 100, so a new client's request is read before it can be dropped)."""
+_ACCEPT_FAILED = "socket.accept() out of system resource"  # asyncio's message for EMFILE & co
 
 
 class WebSocketServer:
@@ -62,6 +81,8 @@ class WebSocketServer:
         ping_timeout: float = 20.0,
         close_timeout: float = 10.0,
         handshake_timeout: float = HANDSHAKE_TIMEOUT,
+        max_handshakes: int = MAX_HANDSHAKES,
+        max_handshakes_per_peer: int = MAX_HANDSHAKES_PER_PEER,
     ) -> None:
         self.handler = handler
         self.process_request = process_request
@@ -70,13 +91,21 @@ class WebSocketServer:
         self.ping_timeout = ping_timeout
         self.close_timeout = close_timeout
         self.handshake_timeout = handshake_timeout
+        self.max_handshakes = max_handshakes
+        self.max_handshakes_per_peer = max_handshakes_per_peer
         self.connections: set[WebSocketConnection] = set()
         """Open connections (after their handshake)."""
         self._protocols: set[_ServerProtocol] = set()
+        # Not accepted (yet), oldest first (dicts keep insertion order), overall and by
+        # address: what a flood of idle sockets fills and what is dropped to make room.
+        self._pending: dict[_ServerProtocol, None] = {}
+        self._pending_by_peer: dict[str, dict[_ServerProtocol, None]] = {}
         self._handlers: set[asyncio.Task[None]] = set()
         self._listener: asyncio.AbstractServer | None = None
         self._close_requested = asyncio.Event()
         self._closing: asyncio.Task[None] | None = None
+        self._exception_handlers: tuple[Any, Any] | None = None  # (ours, the one before)
+        self._last_descriptor_drop = float("-inf")
 
     @property
     def closing(self) -> bool:
@@ -97,6 +126,59 @@ class WebSocketServer:
         """
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(lambda: _ServerProtocol(self), host, port)
+        self._chain_exception_handler(loop)
+
+    @property
+    def pending_handshakes(self) -> int:
+        """Connections open that were not accepted (yet)."""
+        return len(self._pending)
+
+    def _chain_exception_handler(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Take over asyncio's report of a failed ``accept`` on our sockets.
+
+        asyncio logs it with a traceback, up to 100 times per burst of connections (once
+        per pending connection it tries), and retries a second later; that is kept, the
+        report becomes one counted line per 10 s.
+        """
+        previous = loop.get_exception_handler()
+        mine = {sock.fileno() for sock in self.sockets}
+
+        def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+            exc, sock = context.get("exception"), context.get("socket")
+            if (
+                context.get("message") == _ACCEPT_FAILED
+                and isinstance(exc, OSError)
+                and sock is not None
+                and sock.fileno() in mine
+            ):
+                repeated.warning(
+                    "accept", "cannot accept connections: %s; retrying", exc.strerror or exc
+                )
+                self._out_of_descriptors(loop.time())
+            elif previous is not None:
+                previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+
+        loop.set_exception_handler(handler)
+        self._exception_handlers = (handler, previous)
+
+    def _out_of_descriptors(self, now: float) -> None:
+        """Drop the pending connections that were refused or have sent nothing, so
+        asyncio's retry of the accept (a second later) finds descriptors free; once per
+        retry, not per report (asyncio reports the failure for each connection it tried)."""
+        if now - self._last_descriptor_drop < 1.0:
+            return
+        self._last_descriptor_drop = now
+        for protocol in list(self._pending):
+            if protocol.idle:
+                self._drop_pending(protocol)
+
+    def _unchain_exception_handler(self) -> None:
+        installed, self._exception_handlers = self._exception_handlers, None
+        loop = asyncio.get_running_loop()
+        if installed is not None and loop.get_exception_handler() is installed[0]:
+            loop.set_exception_handler(installed[1])
 
     def close(self) -> None:
         """Stop listening; drop clients in their handshake; close connections (1001)."""
@@ -105,6 +187,7 @@ class WebSocketServer:
         self._close_requested.set()
         if self._listener is not None:
             self._listener.close()
+        self._unchain_exception_handler()
         for protocol in list(self._protocols):
             if protocol.connection is None:
                 protocol.abort()
@@ -124,6 +207,45 @@ class WebSocketServer:
         lost = [protocol.lost for protocol in self._protocols]
         if lost:
             await asyncio.wait(lost)
+
+    def _admit(self, protocol: _ServerProtocol) -> None:
+        """Count a new connection as pending, dropping the oldest pending one when full."""
+        same_peer = self._pending_by_peer.setdefault(protocol.peer_host, {})
+        if len(same_peer) >= self.max_handshakes_per_peer:
+            full, limit = same_peer, f"{self.max_handshakes_per_peer} per address"
+        elif len(self._pending) >= self.max_handshakes:
+            full, limit = self._pending, f"{self.max_handshakes} in all"
+        else:
+            full = None
+        if full is not None:
+            victim = (
+                next((p for p in full if p.refused), None)
+                or next((p for p in full if p.idle), None)
+                or next(iter(full))
+            )
+            repeated.info(
+                "evicted",
+                "too many connections in their handshake (limit %s): dropping one from %s",
+                limit,
+                victim.peer_host,
+            )
+            self._drop_pending(victim)
+        self._pending[protocol] = None
+        same_peer[protocol] = None
+
+    def _drop_pending(self, protocol: _ServerProtocol) -> None:
+        self._settled(protocol)
+        protocol.abort()
+
+    def _settled(self, protocol: _ServerProtocol) -> None:
+        """``protocol`` is no longer pending (accepted, dropped or gone)."""
+        if protocol not in self._pending:
+            return
+        del self._pending[protocol]
+        same_peer = self._pending_by_peer[protocol.peer_host]
+        del same_peer[protocol]
+        if not same_peer:
+            del self._pending_by_peer[protocol.peer_host]
 
     def _accepted(self, connection: WebSocketConnection) -> None:
         self.connections.add(connection)
@@ -147,6 +269,19 @@ class WebSocketServer:
             self.connections.discard(connection)
 
 
+def _readable(sock: Any) -> bool:
+    """Whether ``sock`` has bytes (or an end of stream) waiting to be read."""
+    try:
+        fd = sock.fileno()
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(0))
+        return bool(select.select([fd], [], [], 0)[0])  # Windows: no poll()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 class _ServerProtocol(asyncio.Protocol):
     """One client's TCP connection: the handshake here, then its WebSocketConnection."""
 
@@ -157,16 +292,24 @@ class _ServerProtocol(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._reader = RequestReader()
         self._timer: asyncio.TimerHandle | None = None
-        self._refused = False
+        self.refused = False
+        """It was answered with an HTTP error and is being closed."""
+        self.heard_from = False
+        """It has sent at least one byte."""
         self._write_paused = False
+        self.peer_host = ""
+        """The client's address without its port (what the per-address limit counts)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        peer = self.peer
+        self.peer_host = str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
         self.server._protocols.add(self)
         if self.server.closing:
             transport.abort()
             return
+        self.server._admit(self)
         loop = asyncio.get_running_loop()
         self._timer = loop.call_later(self.server.handshake_timeout, self._handshake_timed_out)
 
@@ -174,7 +317,8 @@ class _ServerProtocol(asyncio.Protocol):
         if self.connection is not None:
             self.connection.data_received(data)
             return
-        if self._refused:
+        self.heard_from = True
+        if self.refused:
             return
         try:
             request = self._reader.feed(data)
@@ -192,6 +336,7 @@ class _ServerProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timer()
         self.server._protocols.discard(self)
+        self.server._settled(self)
         if self.connection is not None:
             self.connection.connection_lost(exc)
         if not self.lost.done():
@@ -210,6 +355,19 @@ class _ServerProtocol(asyncio.Protocol):
     def abort(self) -> None:
         if self._transport is not None:
             self._transport.abort()
+
+    @property
+    def idle(self) -> bool:
+        """Refused, or silent so far: the first to drop when too many are pending.
+
+        A client's request may sit unread in the socket for a few loop iterations after
+        the accept while a flood is accepted in bursts of 100, so the socket is asked.
+        """
+        if self.refused:
+            return True
+        if self.heard_from or self._transport is None:
+            return False
+        return not _readable(self._transport.get_extra_info("socket"))
 
     @property
     def peer(self) -> Any:
@@ -242,6 +400,7 @@ class _ServerProtocol(asyncio.Protocol):
             close_timeout=server.close_timeout,
         )
         self.connection = connection
+        server._settled(self)
         if self._write_paused:
             connection.pause_writing()
         server._accepted(connection)
@@ -252,10 +411,12 @@ class _ServerProtocol(asyncio.Protocol):
     def _refuse(self, response: HttpResponse, why: str) -> None:
         transport = self._transport
         assert transport is not None
-        self._refused = True
+        self.refused = True
         self._cancel_timer()
         if why:
-            log.info("refused the handshake of %s: %d %s", self.peer, response.status, why)
+            repeated.info(
+                "refused", "refused the handshake of %s: %d %s", self.peer, response.status, why
+            )
         transport.write(response.serialize())
         transport.close()
         # A client that does not read the answer must not keep the socket open.
@@ -264,7 +425,7 @@ class _ServerProtocol(asyncio.Protocol):
         )
 
     def _handshake_timed_out(self) -> None:
-        log.info("client %s sent no handshake in time: dropping it", self.peer)
+        repeated.info("timeout", "client %s sent no handshake in time: dropping it", self.peer)
         self.abort()
 
     def _cancel_timer(self) -> None:
