@@ -3,8 +3,9 @@
 Both host clients (:class:`pytest_adare.agent.websocket_client.AgentClient` over WebSocket and
 :class:`pytest_adare.agent.serial_client.SerialAgentClient` over the DV serial link) derive
 from :class:`CallRouter`. It keeps pending calls keyed by id, turns ``tool_result``
-messages into results or :class:`ToolError`, answers the agent's pings, hands events to
-subscribers from a task of their own (a slow subscriber never delays a result) and,
+messages into results or :class:`ToolError`, answers the agent's pings (one pong in
+flight at most), hands events to subscribers from a task of their own (a slow
+subscriber never delays a result; what waits for them is bounded in bytes) and,
 when the transport reports it is gone, fails every pending call at once. A transport
 only implements :meth:`CallRouter._transmit` (send one message's JSON text), feeds
 each received message to :meth:`CallRouter._receive` and calls
@@ -102,13 +103,20 @@ class CallRouter(ABC):
         self._disconnect_type = disconnect_type
         self._pending: dict[str, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
         self._subscribers: list[EventCallback] = []
-        self._events: asyncio.Queue[Event | None] = asyncio.Queue()
+        # Events wait here for the dispatcher, each with its size: a guest that sends
+        # large events faster than subscribers take them is bounded in bytes, not count.
+        self._events: asyncio.Queue[tuple[Event, int] | None] = asyncio.Queue()
+        self._queued_event_bytes = 0
         self._connect_reply: asyncio.Future[dict[str, Any]] = (
             asyncio.get_running_loop().create_future()
         )
         self._welcome: dict[str, Any] = {}
         self._failure: Exception | None = None
-        self._background: set[asyncio.Task[None]] = set()
+        # At most one pong in flight: a guest that floods pings and stops reading would
+        # otherwise pile up one blocked send (task and message) per ping, without bound.
+        # Pings that arrive meanwhile are answered once, with the newest id.
+        self._pong_due: str | None = None
+        self._ponger: asyncio.Task[None] | None = None
         self._streams = TransferStreams(peer)
         self._dispatcher = asyncio.create_task(self._dispatch_loop(), name=f"agent-events {peer}")
 
@@ -262,15 +270,16 @@ class CallRouter(ABC):
             server_info = message.data.get("server_info")
             if isinstance(server_info, dict) and not self._welcome:
                 self._welcome = dict(server_info)
-            self._events.put_nowait(message)
+            self._queue_event(message, len(data))
         elif isinstance(message, Connect):
             if not self._connect_reply.done():
                 self._connect_reply.set_result(dict(message.client_info))
         elif isinstance(message, Ping):
-            pong = encode_message(Pong(id=message.id, timestamp=time.time()))
-            task = asyncio.create_task(self._transmit_quietly(pong))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._pong_due = message.id
+            if self._ponger is None or self._ponger.done():
+                self._ponger = asyncio.create_task(
+                    self._answer_pings(), name=f"agent-pong {self.peer}"
+                )
 
     def _receive_binary(self, data: bytes) -> None:
         """Route one binary transfer message to its stream.
@@ -326,12 +335,28 @@ class CallRouter(ABC):
         else:
             future.set_exception(ToolError(tool, message.error or "call failed", message.result))
 
-    async def _transmit_quietly(self, text: str) -> None:
-        with contextlib.suppress(AgentDisconnected, ProtocolViolation):
-            await self._transmit(text)
+    async def _answer_pings(self) -> None:
+        """Pong the newest ping until none is due (one send at a time)."""
+        while (ping_id := self._pong_due) is not None:
+            self._pong_due = None
+            pong = encode_message(Pong(id=ping_id, timestamp=time.time()))
+            with contextlib.suppress(AgentDisconnected, ProtocolViolation):
+                await self._transmit(pong)
+
+    def _queue_event(self, event: Event, size: int) -> None:
+        if self._queued_event_bytes + size > self.max_message_bytes:
+            raise ProtocolViolation(
+                f"the agent at {self.peer} sent events faster than they were handled: "
+                f"{self._queued_event_bytes + size} bytes of them waiting, above "
+                f"max_message_bytes={self.max_message_bytes} (the host's bound on what "
+                "the guest's messages may hold in memory at once)"
+            )
+        self._queued_event_bytes += size
+        self._events.put_nowait((event, size))
 
     async def _dispatch_loop(self) -> None:
-        while (event := await self._events.get()) is not None:
+        while (queued := await self._events.get()) is not None:
+            event, size = queued
             for callback in list(self._subscribers):
                 try:
                     outcome = callback(event)
@@ -339,3 +364,4 @@ class CallRouter(ABC):
                         await outcome
                 except Exception:
                     log.exception("event subscriber %r failed on %s", callback, event.event_type)
+            self._queued_event_bytes -= size  # held until every subscriber had it

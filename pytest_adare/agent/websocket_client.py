@@ -41,10 +41,42 @@ __all__ = [
     "CLIENT_INFO",
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "MAX_WRITE_BUFFER",
     "TIMEOUT_GRACE",
     "AgentClient",
     "describe_error",
 ]
+
+
+MAX_WRITE_BUFFER = 32 * 1024 * 1024
+"""Bytes the host may have queued to send to one agent; above it the connection drops.
+
+The peer is answered by the ``websockets`` protocol itself (a pong for every ping
+frame, with no backpressure), so a guest that floods pings and never reads would
+otherwise grow the host's memory for as long as it goes on. Twice the largest
+host→guest message (16 MiB), so an honest large call never trips it."""
+WRITE_LIMIT = 64 * 1024
+"""``write_limit`` of the connection: a send waits while more than this is queued."""
+RECEIVE_QUEUE = 1
+"""``max_queue`` of the connection: whole frames waiting for the reader before the
+socket is no longer read. Each may be up to ``max_message_bytes``, so it is one."""
+CLOSE_TIMEOUT = 2.0
+"""Seconds the closing handshake may take before the connection is cut: a peer that
+stopped reading (or whose unread frames fill the receive queue) never finishes it."""
+
+
+class _BoundedConnection(ClientConnection):
+    """A client connection that drops a peer which makes it queue too much to send."""
+
+    write_overflow: int | None = None
+    """The queued bytes that made the connection drop, once it did."""
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)  # may queue automatic pongs and close frames
+        queued = self.transport.get_write_buffer_size()
+        if queued > MAX_WRITE_BUFFER and self.write_overflow is None:
+            self.write_overflow = queued
+            self.transport.abort()
 
 
 def describe_error(exc: BaseException) -> str:
@@ -134,6 +166,10 @@ class AgentClient(CallRouter):
             ping_interval=None,  # a paused VM (savevm) must not look like a dead peer
             compression=None,  # deflate of base64 chunks costs more than it saves
             open_timeout=timeout,
+            max_queue=RECEIVE_QUEUE,
+            close_timeout=CLOSE_TIMEOUT,
+            write_limit=WRITE_LIMIT,
+            create_connection=_BoundedConnection,
         )
         client = cls(websocket, f"{host}:{port}", max_message_bytes=max_message_bytes)
         try:
@@ -207,7 +243,14 @@ class AgentClient(CallRouter):
             await self._ws.close(code=close_code, reason="protocol violation")
 
     def _closed_failure(self, exc: ConnectionClosed) -> Exception:
-        """Why the connection closed: our size limit by name, else a plain drop."""
+        """Why the connection closed: our size limits by name, else a plain drop."""
+        overflow = getattr(self._ws, "write_overflow", None)
+        if overflow is not None:
+            return AgentDisconnected(
+                f"the agent at {self.peer} does not read what the host sends: {overflow} "
+                f"bytes queued for it (answers to its pings), above the host's bound of "
+                f"{MAX_WRITE_BUFFER}; connection dropped"
+            )
         if exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG:
             return ProtocolViolation(
                 f"the agent at {self.peer} sent a message above max_message_bytes="
