@@ -310,7 +310,9 @@ def keep_hint(pooled: PooledVM) -> str:
 
     The command is the VM's own QEMU command line with its sockets moved into the kept
     workdir (the originals are removed on close) and, when a ready state was saved,
-    ``-loadvm`` to resume right there.
+    ``-loadvm`` to resume right there. A warm-started VM's QEMU waited for a migration
+    stream (``-incoming defer``); the kept disk boots or loads without one, and QEMU
+    refuses ``-incoming`` beside ``-loadvm``.
     """
     hypervisor = pooled.vm.options.hypervisor
     if hypervisor is not None:  # the overlay is a volume in the hypervisor's pool
@@ -333,6 +335,7 @@ def keep_hint(pooled: PooledVM) -> str:
         qmp_listen=True,
         agent_serial_path=sockets / "agent-serial.sock",
         qga_path=sockets / "qga.sock" if machine.launched_config.qga_path else None,
+        incoming=False,
     )
     argv = build_qemu_argv(config)
     if pooled.ready_saved:

@@ -20,9 +20,10 @@ def test_nodeids_become_safe_directory_names() -> None:
     assert len(sanitise_nodeid("a" * 500)) == 200
 
 
-def kept_vm(tmp_path: Path, ready_saved: bool) -> PooledVM:
+def kept_vm(tmp_path: Path, ready_saved: bool, incoming: bool = False) -> PooledVM:
     run_sockets = Path("/tmp/adare-run-xyz")
     config = MachineConfig(
+        incoming=incoming,
         qmp_path=run_sockets / "qmp.sock",
         agent_serial_path=run_sockets / "agent-serial.sock",
         qga_path=run_sockets / "qga.sock",
@@ -44,6 +45,14 @@ def test_keep_hint_boots_the_same_machine_with_qmp_listening_in_the_kept_dir(
     assert "/tmp/adare-run-xyz" not in hint
     assert argv[-2:] == ["-loadvm", "adare-ready"]
     assert str(tmp_path / "disk-overlay.qcow2") in hint
+
+
+def test_keep_hint_after_a_warm_start_loads_the_ready_state_without_waiting_for_a_migration(
+    tmp_path: Path,
+) -> None:
+    # QEMU refuses -incoming beside -loadvm ("mutually exclusive"); tests/e2e runs it.
+    argv = shlex.split(keep_hint(kept_vm(tmp_path, True, incoming=True)).split("again: ", 1)[1])
+    assert "-incoming" not in argv and argv[-2:] == ["-loadvm", "adare-ready"]
 
 
 def test_keep_hint_without_a_ready_state_boots_cold(tmp_path: Path) -> None:
