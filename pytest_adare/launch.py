@@ -44,11 +44,10 @@ def launch(
     """Boot ``image``, connect its agent, yield the :class:`VM` (``vm.guest``), then close.
 
     ``image`` is a manifest, its directory, a bare disk image or a built-in name
-    (``debian``, ``debian-desktop``: built and cached on first use). ``options`` are
-    :class:`~pytest_adare.vm_options.VMOptions` fields (``memory_mib``, ``cpus``,
-    ``accel``, ``transport``, ``network``, ``gui``, ``boot_timeout``, ``firmware``,
-    ``clock``, ``warm``, ``hypervisor``, ``ready_command``, ``ready_timeout``: each
-    field's help says what it does, docs/runtime.md lists them with their defaults);
+    (``debian``, ``debian-desktop``: built and cached on first use). ``options`` are the
+    :class:`~pytest_adare.vm_options.VMOptions` fields exposed to ``launch``
+    (:class:`~pytest_adare.vm_options.LaunchOptions`; docs/runtime.md lists them with
+    their defaults and help);
     what is not given takes its default, and :meth:`VMOptions.from_given` says which
     defaults follow other choices (``transport`` with a ``hypervisor``, ``network`` with
     the transport). The VM works in ``workdir`` (default: a temporary directory, removed

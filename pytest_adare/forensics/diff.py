@@ -146,7 +146,8 @@ class FsDiff:
         """Write the diff as ``json``, ``csv``, ``bodyfile`` (mactime 3.x, 11 fields) or
         ``case`` (CASE/UCO JSON-LD).
 
-        ``fmt`` defaults to the file suffix (``.jsonld`` is ``case``). Returns the path.
+        ``fmt`` defaults to the file suffix (``.jsonld`` is ``case``). Missing parent
+        directories are created. Returns the path.
 
         :raise ValueError: unknown format.
         """
@@ -155,6 +156,7 @@ class FsDiff:
         chosen = fmt or _SUFFIX_FORMATS.get(suffix, suffix)
         if chosen not in EXPORT_FORMATS:
             raise ValueError(f"export format must be one of {EXPORT_FORMATS}, got {chosen!r}")
+        target.parent.mkdir(parents=True, exist_ok=True)
         export.WRITERS[chosen](self, target)
         return target
 

@@ -144,6 +144,13 @@ def test_unknown_export_format_is_refused(tmp_path: Path) -> None:
         DIFF.export(tmp_path / "diff.xml")
 
 
+@pytest.mark.parametrize("fmt", ["json", "csv", "bodyfile"])
+def test_export_creates_missing_parent_directories(tmp_path: Path, fmt: str) -> None:
+    target = tmp_path / "out" / "run 1" / f"diff.{fmt}"
+    assert DIFF.export(target, fmt) == target
+    assert target.stat().st_size > 0
+
+
 def test_summary_lists_each_kind_of_change() -> None:
     text = str(DIFF)
     assert text.splitlines()[0] == (
