@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, Union
 
-from PIL import Image, ImageOps
+from PIL import Image, ImageFilter, ImageOps
 
 from pytest_adare.errors import AdareError
 from pytest_adare.screen_wait import (
@@ -423,6 +423,31 @@ def scale_for(size: tuple[int, int]) -> int:
     return max(1, min(SCALE, int((MAX_SCALED_PIXELS / pixels) ** 0.5)))
 
 
+POLARITY_BLOCK = 8
+POLARITY_MEDIAN = 5
+""":func:`dark_on_light` judges each place's background by the median of the
+``POLARITY_MEDIAN``x``POLARITY_MEDIAN`` blocks of ``POLARITY_BLOCK`` pixels around it (40 px)."""
+
+
+def dark_on_light(grey: Image.Image) -> Image.Image:
+    """``grey`` with every dark-background place inverted: dark text on light everywhere.
+
+    A screen mixes both: a white terminal on the desktop's black root window. Deciding
+    once for the whole screen (by its mean) inverted the terminal with the background and
+    tesseract then read nothing of its 6x13 font. Text strokes are a minority of any
+    place's pixels, so the median of the blocks around a pixel is its background; the
+    blocks are means of 8x8 pixels so the median filter costs a few milliseconds.
+    """
+    if min(grey.size) < POLARITY_BLOCK * POLARITY_MEDIAN:
+        mean = sum(i * n for i, n in enumerate(grey.histogram())) / (grey.width * grey.height)
+        return ImageOps.invert(grey) if mean < 128 else grey
+    background = grey.reduce(POLARITY_BLOCK).filter(ImageFilter.MedianFilter(POLARITY_MEDIAN))
+    dark = background.point(lambda v: 255 if v < 128 else 0).resize(
+        grey.size, Image.Resampling.NEAREST
+    )
+    return Image.composite(ImageOps.invert(grey), grey, dark)
+
+
 def variant_images(screen: Image.Image) -> Iterator[tuple[str, Image.Image, int]]:
     """The variants OCR reads, in :data:`VARIANTS` order: ``(name, image, scale)``."""
     grey = screen.convert("L")
@@ -437,8 +462,7 @@ def variant_images(screen: Image.Image) -> Iterator[tuple[str, Image.Image, int]
             # Dark text on light, as tesseract was trained, three times as large: small
             # bitmap fonts (xterm's 6x13 "fixed", the VGA console's 9x16) get the
             # x-height tesseract needs (measured: 2x misreads them, 3x reads them).
-            mean = sum(i * n for i, n in enumerate(grey.histogram())) / (grey.width * grey.height)
-            upright = ImageOps.invert(grey) if mean < 128 else grey
+            upright = dark_on_light(grey)
             factor = scale_for(grey.size)
             size = (grey.width * factor, grey.height * factor)
             yield name, upright.resize(size, Image.Resampling.LANCZOS), factor

@@ -25,6 +25,7 @@ import base64
 import contextlib
 import dataclasses
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -797,6 +798,17 @@ class VM:
     def screendump(self) -> Image.Image:
         """The guest display via QMP (no agent needed)."""
         return self.machine.screendump()
+
+    def wait_for_console(self, pattern: str | re.Pattern[str], timeout: float = 60.0) -> str:
+        """Wait until a line of the guest's console (the serial console the kernel and
+        init write to) matches ``pattern`` (a regex, ``search`` semantics); returns that
+        line. Lines still in the console ring count, so output from before the call
+        matches too.
+
+        :raise VMTimeout: nothing matched within ``timeout`` s (with the console's last lines).
+        :raise VMDied: QEMU exited or the guest panicked first.
+        """
+        return self.machine.wait_for_console(pattern, timeout).string
 
     def console_tail(self, n: int = 40) -> list[str]:
         """The last ``n`` console lines."""
