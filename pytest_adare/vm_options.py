@@ -255,8 +255,10 @@ class VMOptions:
     ))  # fmt: skip
     desktop_timeout: float = field(
         default=DESKTOP_TIMEOUT, metadata=about(
-        "seconds a desktop session may take to get a focused window",
-        exposed=(), parse=parse_seconds,
+        "seconds a desktop image's session may take, after the agent connects, to give a "
+        f"window the keyboard focus (default: {DESKTOP_TIMEOUT:g})",
+        parse=parse_seconds, metavar="SECONDS",
+        doc_values="seconds", doc_default=f"`{DESKTOP_TIMEOUT:g}`",
     ))  # fmt: skip
     firmware: FirmwareChoice = field(
         default="auto", metadata=about(
@@ -428,6 +430,7 @@ class LaunchOptions(TypedDict, total=False):
     network: bool
     gui: GuiMode
     boot_timeout: float
+    desktop_timeout: float
     firmware: FirmwareChoice
     clock: str | None
     warm: Warm
