@@ -17,9 +17,12 @@
   the connection is closed with 1002, 1007 or 1009) or the connection was lost,
   the queued messages are still delivered, then ``recv`` raises
   :class:`ConnectionClosed` and ``async for`` ends.
-- A client's ping is answered with a pong at once. Every ``ping_interval`` seconds
-  the server pings; no pong within ``ping_timeout`` closes with 1011 and drops the
-  client.
+- A client's ping is answered with a pong at once, unless the transport's write
+  buffer is over ``write_limit``: then the socket is no longer read (pings included)
+  until the buffer drains, and only the last ping read meanwhile is answered then (RFC
+  6455 §5.5.3 allows that). So at most one pong waits, whatever a client that sends
+  pings and never reads does. Every ``ping_interval`` seconds the server pings; no
+  pong within ``ping_timeout`` closes with 1011 and drops the client.
 - :meth:`~WebSocketConnection.close` sends a close frame and returns once the
   connection is gone: after the client's close frame the server closes TCP; a
   client that does not answer or does not read is cut off after ``close_timeout``.
@@ -107,7 +110,9 @@ class WebSocketConnection:
         self._queued_bytes = 0
         self._recv_waiter: asyncio.Future[None] | None = None
         self._receiving = True
-        self._reading_paused = False
+        self._queue_full = False  # reading paused for the queue, until its low water
+        self._reading_paused = False  # for the queue or a full write buffer
+        self._pending_pong: bytes | None = None
         self._close_sent = False
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
@@ -166,9 +171,9 @@ class WebSocketConnection:
                 self._recv_waiter = None
         message = self._messages.popleft()
         self._queued_bytes -= len(message)
-        if self._reading_paused and self._below_low_water():
-            self._reading_paused = False
-            self.transport.resume_reading()
+        if self._queue_full and self._below_low_water():
+            self._queue_full = False
+            self._update_reading()
         return message
 
     def __aiter__(self) -> WebSocketConnection:
@@ -213,9 +218,7 @@ class WebSocketConnection:
         if not self._close_sent:
             self._close_sent = True
             self._write(encode_frame(Opcode.CLOSE, close_payload(code, reason)))
-            if self._reading_paused:  # the client's close frame must be read
-                self._reading_paused = False
-                self.transport.resume_reading()
+            self._update_reading()  # the client's close frame must be read
         self._arm_abort()
         if not self._receiving:
             self.transport.close()
@@ -245,8 +248,7 @@ class WebSocketConnection:
             if isinstance(event, DataMessage):
                 self._queue(event.data)
             elif isinstance(event, Ping):
-                if not self._close_sent:
-                    self._write(encode_frame(Opcode.PONG, event.payload))
+                self._answer_ping(event.payload)
             elif isinstance(event, Close):
                 self._closed_by_client(event)
             else:
@@ -277,12 +279,17 @@ class WebSocketConnection:
             self._lost.set_result(None)
 
     def pause_writing(self) -> None:
-        """The transport's write buffer went over ``write_limit``."""
+        """The transport's write buffer went over ``write_limit``: stop reading too."""
         self._write_paused = True
+        self._update_reading()
 
     def resume_writing(self) -> None:
         """The transport's write buffer drained below its low-water mark."""
         self._write_paused = False
+        pong, self._pending_pong = self._pending_pong, None
+        if pong is not None:
+            self._answer_ping(pong)
+        self._update_reading()
         self._wake_drain_waiters()
 
     # ------------------------------------------------------------------ internals
@@ -321,9 +328,29 @@ class WebSocketConnection:
         self._messages.append(message)
         self._queued_bytes += len(message)
         over = len(self._messages) >= self.max_queue or self._queued_bytes >= self.max_queue_bytes
-        if over and not self._reading_paused:
-            self._reading_paused = True
-            self.transport.pause_reading()
+        if over and not self._queue_full:
+            self._queue_full = True
+            self._update_reading()
+
+    def _update_reading(self) -> None:
+        """Read from the socket unless the queue is full or the write buffer is (until
+        the server's close frame is out: then the client's must be read)."""
+        pause = (self._queue_full or self._write_paused) and not self._close_sent
+        if pause != self._reading_paused and not self.closed:
+            self._reading_paused = pause
+            if pause:
+                self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()
+
+    def _answer_ping(self, payload: bytes) -> None:
+        """Pong now, or once the write buffer drained (only the latest ping's payload)."""
+        if self._close_sent:
+            return
+        if self._write_paused:
+            self._pending_pong = payload
+        else:
+            self._write(encode_frame(Opcode.PONG, payload))
 
     def _below_low_water(self) -> bool:
         return (

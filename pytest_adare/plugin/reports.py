@@ -56,7 +56,7 @@ def kvm_note() -> str:
     unusable = kvm_unusable_reason()
     if unusable:
         return f"TCG: {unusable}"
-    return "KVM if a short probe boot makes progress, else TCG"
+    return "KVM if a short probe boot makes progress, else TCG; each VM's 'qemu:' line says which"
 
 
 GUI_AUTO_NOTE = (
