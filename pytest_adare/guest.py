@@ -36,6 +36,7 @@ from pytest_adare.agent.connection import AgentConnection, EventCallback
 from pytest_adare.agent.screen import AgentScreen
 from pytest_adare.agent.testfunction_upload import zip_collection
 from pytest_adare.agent.transfer import (
+    DEFAULT_PULL_MAX_BYTES,
     ProgressCallback,
     binary_transport,
     pull_file,
@@ -389,19 +390,26 @@ class AsyncGuest:
         *,
         progress: ProgressCallback | None = None,
         chunk_size: int | None = None,
+        max_bytes: int = DEFAULT_PULL_MAX_BYTES,
+        timeout: float | None = None,
     ) -> Path:
         """Copy a guest file to ``host_path``: chunked, sha256-verified, atomic on the host.
 
         Binary messages carry the bytes when the agent offers them, else JSON chunks;
-        ``chunk_size`` defaults to the path's own (1 MiB binary, 2 MiB JSON).
+        ``chunk_size`` defaults to the path's own (1 MiB binary, 2 MiB JSON). A file
+        the guest announces above ``max_bytes`` (default 4 GiB) is refused before a
+        byte is written; the pull ends after ``timeout`` seconds (default 120 s plus
+        the size at 256 KiB/s). Nothing of a failed pull stays on the host.
 
-        :raise ToolError: the guest file cannot be read, is a directory, or the hash differs.
+        :raise ToolError: the guest file cannot be read, is a directory, is above
+            ``max_bytes``, or the hash differs.
+        :raise VMTimeout: the pull did not finish in time.
         """
         binary = binary_transport(self._connection)
         return await self.on_home_loop(
             pull_file(
                 self._checked, guest_path, host_path, progress=progress,
-                chunk_size=chunk_size, binary=binary,
+                chunk_size=chunk_size, binary=binary, max_bytes=max_bytes, timeout=timeout,
             )
         )  # fmt: skip
 

@@ -112,7 +112,8 @@ def warm_plan(
     saved = find_state(key, root)
     if saved is None:
         return WarmPlan(key, None, f"no saved ready state yet ({key[:12]}): cold boot saves it")
-    return WarmPlan(key, saved, f"saved ready state {key[:12]}")
+    # A warm VM prints no "qemu:" line: this line says the accelerator (part of the key).
+    return WarmPlan(key, saved, f"saved ready state {key[:12]} saved under {accel.reason}")
 
 
 def boot_files(initrd: Path | None, fw_cfg: Mapping[str, Path]) -> tuple[dict[str, Path], str]:

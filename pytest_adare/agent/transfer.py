@@ -29,7 +29,7 @@ import os
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from adare_guest.binary_transfer import (
     DIGEST_SIZE,
@@ -41,8 +41,9 @@ from adare_guest.binary_transfer import (
 )
 from pytest_adare.agent.connection import AgentConnection, BinaryTransport
 from pytest_adare.agent.transfer_stream import TransferStream
-from pytest_adare.errors import AgentDisconnected, ToolError
+from pytest_adare.errors import AgentDisconnected, ToolError, VMTimeout
 
+_T = TypeVar("_T")
 ProgressCallback = Callable[[int, int], None]
 """Called as ``progress(bytes_done, bytes_total)`` during a file transfer."""
 
@@ -60,6 +61,14 @@ BINARY_FRAME_TIMEOUT = 120.0
 """Seconds a binary transfer waits for the agent's next message (a TCG guest may be slow:
 the last one of a push follows an fsync)."""
 BINARY_TOOLS = ("pull_file", "push_file")
+DEFAULT_PULL_MAX_BYTES = 4 * 1024**3
+"""Largest file ``pull`` takes by default (``max_bytes=``): a bigger announced size is
+refused before a byte is written, so a guest cannot fill the host's disk."""
+PULL_GRACE = 120.0
+"""Seconds a pull may take on top of its size at :data:`PULL_MIN_RATE`."""
+PULL_MIN_RATE = 256 * 1024
+"""Bytes per second a pull must average (with :data:`PULL_GRACE`): a guest that sends
+one byte a minute cannot hold it forever. Measured pulls under TCG run at MiB/s."""
 PULL_WINDOW = 3  # chunk requests in flight at once (guest memory: several chunk sizes each)
 # 2 MiB x 3 measured as fast as 4 MiB x 2 under TCG with half the guest memory; an
 # 8 MiB chunk x 2 got the agent killed in a 256 MiB guest.
@@ -79,20 +88,29 @@ async def pull_file(
     progress: ProgressCallback | None = None,
     chunk_size: int | None = None,
     binary: BinaryTransport | None = None,
+    max_bytes: int = DEFAULT_PULL_MAX_BYTES,
+    timeout: float | None = None,
 ) -> Path:
     """Copy a guest file to ``host_path``: chunked, sha256-verified, atomic on the host.
 
     With ``binary`` (see :func:`binary_transport`) the bytes travel in binary messages
     (``chunk_size`` default :data:`BINARY_CHUNK`), else as base64 JSON chunks (default
-    :data:`PULL_CHUNK`).
+    :data:`PULL_CHUNK`). A file the guest announces above ``max_bytes`` is refused
+    before a byte is written; the whole pull ends after ``timeout`` seconds (default:
+    :data:`PULL_GRACE` plus the announced size at :data:`PULL_MIN_RATE`). Nothing of a
+    refused or unfinished pull stays on the host.
 
-    :raise ToolError: the guest file cannot be read, is a directory, the guest's chunk
-        layout does not add up, or the hash differs.
+    :raise ToolError: the guest file cannot be read, is a directory, is above
+        ``max_bytes``, the guest's chunk layout does not add up, or the hash differs.
+    :raise VMTimeout: the pull did not finish within ``timeout``.
     """
+    if max_bytes < 0:
+        raise ValueError(f"max_bytes must be at least 0, got {max_bytes}")
     target = Path(host_path)
+    budget = _PullBudget(guest_path, max_bytes, timeout)
     if binary is not None:
         per_message = chunk_size or BINARY_CHUNK
-        return await _pull_binary(call, binary, guest_path, target, progress, per_message)
+        return await _pull_binary(call, binary, guest_path, target, progress, per_message, budget)
     chunk_size = chunk_size or PULL_CHUNK
 
     async def chunk(index: int) -> dict[str, Any]:
@@ -104,6 +122,7 @@ async def pull_file(
     if first.get("is_directory"):
         raise ToolError("pull_file_chunk", f"{guest_path!r} is a directory in the guest", first)
     total_chunks, file_size = chunk_layout(guest_path, first, chunk_size)
+    budget.admit("pull_file_chunk", file_size)
     part = target.with_name(f".{target.name}.{secrets.token_hex(8)}.part")
     target.parent.mkdir(parents=True, exist_ok=True)
     # "x": never open a file that exists (a pulled guest file of that name, or a link);
@@ -123,7 +142,7 @@ async def pull_file(
                     progress(done, file_size)
 
             write(first, 0)
-            last = await _pull_window(chunk, first, total_chunks, write)
+            last = await budget.bound(_pull_window(chunk, first, total_chunks, write))
         sha256 = last.get("sha256")
         if not isinstance(sha256, str) or not sha256:
             raise ToolError("pull_file_chunk", f"{guest_path!r}: last chunk has no sha256", None)
@@ -138,6 +157,45 @@ async def pull_file(
     finally:
         part.unlink(missing_ok=True)
     return target
+
+
+class _PullBudget:
+    """What one pull may cost: ``max_bytes`` on disk, a deadline once the size is known."""
+
+    def __init__(self, guest_path: str, max_bytes: int, timeout: float | None) -> None:
+        self.guest_path = guest_path
+        self.max_bytes = max_bytes
+        self.timeout = timeout
+        self.size = 0
+
+    def admit(self, tool: str, size: int) -> None:
+        """:raise ToolError: the announced ``size`` is above ``max_bytes``."""
+        if size > self.max_bytes:
+            raise ToolError(
+                tool,
+                f"{self.guest_path!r}: the guest announces {size} bytes, above "
+                f"max_bytes={self.max_bytes} (pass a larger max_bytes= to pull it); "
+                "nothing written",
+                None,
+            )
+        self.size = size
+        if self.timeout is None:
+            self.timeout = PULL_GRACE + size / PULL_MIN_RATE
+
+    async def bound(self, work: Awaitable[_T]) -> _T:
+        """``work`` within the pull's deadline.
+
+        :raise VMTimeout: it did not finish in time (saying how far it got).
+        """
+        assert self.timeout is not None, "admit() first"
+        try:
+            return await asyncio.wait_for(work, self.timeout)
+        except asyncio.TimeoutError:
+            raise VMTimeout(
+                f"the pull of {self.guest_path!r} ({self.size} bytes; the deadline is "
+                f"{PULL_GRACE:.0f} s plus {PULL_MIN_RATE // 1024} KiB/s, or timeout=)",
+                self.timeout,
+            ) from None
 
 
 async def _pull_window(
@@ -302,6 +360,7 @@ async def _pull_binary(
     target: Path,
     progress: ProgressCallback | None,
     chunk_size: int,
+    budget: _PullBudget,
 ) -> Path:
     stream = link.open_stream(window=BINARY_PULL_WINDOW, max_payload=chunk_size)
     try:
@@ -313,12 +372,13 @@ async def _pull_binary(
             window=BINARY_PULL_WINDOW,
         )
         size = _announced_size(guest_path, answer, stream, chunk_size)
+        budget.admit("pull_file", size)
         part = target.with_name(f".{target.name}.{secrets.token_hex(8)}.part")
         target.parent.mkdir(parents=True, exist_ok=True)
         out = part.open("xb")  # "x": never a name that exists (see pull_file)
         try:
             with out:
-                await _receive_file(link, stream, guest_path, size, out, progress)
+                await budget.bound(_receive_file(link, stream, guest_path, size, out, progress))
             os.replace(part, target)
         finally:
             part.unlink(missing_ok=True)

@@ -141,6 +141,7 @@ def test_saving_publishes_a_complete_private_state_that_is_then_found(
     assert [p.name for p in root.iterdir() if p.name.startswith(".") and p.is_dir()] == []
     again = plan(image, root)
     assert again.saved is not None and again.saved.meta["agent_token"] == "tok"
+    assert again.reason.endswith(f"saved under {TCG.reason}")  # a warm VM's accel verdict
     initrd, fw_cfg = saved_boot_inputs(again.saved)
     assert initrd is not None and initrd.read_bytes() == b"initrd with config"
     assert fw_cfg["opt/adare/config.json"].read_bytes() == b"{}"
