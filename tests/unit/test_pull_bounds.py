@@ -11,7 +11,7 @@ import asyncio
 import base64
 import hashlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from pytest_adare.guest import AsyncGuest
 pytestmark = pytest.mark.asyncio
 
 BOUND = 15.0
-Script = Callable[[ServerConnection, ToolCall], Awaitable[None]]
+Script = Callable[[ServerConnection, ToolCall], Coroutine[Any, Any, None]]
 
 
 @asynccontextmanager
