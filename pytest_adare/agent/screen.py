@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import io
+import warnings
 from collections.abc import Sequence
 
 from PIL import Image
@@ -18,6 +19,32 @@ from pytest_adare.agent.transfer import CheckedCall
 from pytest_adare.errors import ToolError
 
 _CLICK_TOOLS = {("left", 1): "click", ("left", 2): "double_click", ("right", 1): "right_click"}
+MAX_SCREENSHOT_PIXELS = 7680 * 4320
+"""Largest screenshot the host decodes (an 8K screen, 127 MiB as RGBA): the guest's PNG
+declares its size in a few bytes, and a small file can claim a huge image."""
+
+
+def decode_screenshot(png: bytes, max_pixels: int = MAX_SCREENSHOT_PIXELS) -> Image.Image:
+    """The image in ``png``, its declared size checked before any pixel is decoded.
+
+    :raise ToolError: not a readable PNG, or larger than ``max_pixels``.
+    """
+    try:
+        with warnings.catch_warnings():  # PIL's own bomb warning: the check below decides
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(png))  # reads the header (IHDR) only
+        width, height = image.size
+        if width * height > max_pixels:
+            raise ToolError(
+                "screenshot",
+                f"the agent's PNG declares {width}x{height} pixels, above the host's bound "
+                f"of {max_pixels} (MAX_SCREENSHOT_PIXELS); not decoded",
+                None,
+            )
+        image.load()
+    except (ValueError, OSError, Image.DecompressionBombError) as exc:
+        raise ToolError("screenshot", f"the agent sent no readable PNG: {exc}", None) from exc
+    return image
 
 
 class AgentScreen:
@@ -30,11 +57,9 @@ class AgentScreen:
         result = await self._call("screenshot")
         try:
             png = base64.b64decode(result["image"]["data"], validate=True)
-            image = Image.open(io.BytesIO(png))
-            image.load()
-        except (KeyError, TypeError, ValueError, OSError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise ToolError("screenshot", f"the agent sent no readable PNG: {exc}", None) from exc
-        return image
+        return decode_screenshot(png)
 
     async def move(self, x: int, y: int) -> None:
         await self._call("goto", x=x, y=y)
