@@ -21,9 +21,7 @@ def example_sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Examp
     _sessions.append(sessions)
     yield sessions
     for session in sessions.sessions.values():
-        if session.returncode is None and session._proc is not None:
-            session._proc.kill()
-            session._proc.wait()
+        session.stop()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -82,7 +82,7 @@ class ExampleSession:
             self._started = time.monotonic()
             self._proc = subprocess.Popen(argv, cwd=self.project, stdout=log,
                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=_user_env())
+                                          env=user_env())
 
     def results(self) -> dict[str, list[CaseResult]]:
         """Each test block's test cases, by block id (waits for the session)."""
@@ -100,6 +100,12 @@ class ExampleSession:
                 self.seconds = time.monotonic() - self._started
             self._results = self._parse_junit()
         return self._results
+
+    def stop(self) -> None:
+        """End a session still running (the outer run was interrupted)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
 
     def output_tail(self, lines: int = 60) -> str:
         text = self.log.read_text(errors="replace").splitlines()
@@ -128,7 +134,7 @@ class ExampleSession:
         return results
 
 
-def _user_env() -> dict[str, str]:
+def user_env() -> dict[str, str]:
     """The environment a user's shell has: this venv first on PATH, no outer pytest state."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from doc_examples import DocBlock, all_blocks, claims_as_asserts, pytest_commands
-from doc_sessions import CaseResult, ExampleSessions, _user_env, session_args
+from doc_sessions import CaseResult, ExampleSessions, session_args, user_env
 
 BLOCKS = all_blocks()
 COMMAND_TIMEOUT = 600.0
@@ -26,7 +26,7 @@ def _shown(block: DocBlock) -> str:
 
 
 def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=cwd, env=_user_env(), capture_output=True, text=True,
+    return subprocess.run(argv, cwd=cwd, env=user_env(), capture_output=True, text=True,
                           timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
 
 
