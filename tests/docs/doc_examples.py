@@ -227,7 +227,7 @@ def blocks_of(path: Path) -> list[DocBlock]:
     """The examples of one document, in order, each with its set-up and skip reason."""
     skips = SkipParser()
     document = Document.parse(str(path), _CodeBlocks(), skips)
-    doc = path.relative_to(REPO).as_posix()
+    doc = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.name
     blocks: list[DocBlock] = []
     pending_skip: str | None = None
     setup: list[str] = []
