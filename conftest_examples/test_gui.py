@@ -13,7 +13,7 @@ from pytest_adare.guest import Guest
 def test_typed_command_runs_in_the_terminal(guest: Guest) -> None:
     guest.keyboard.type("echo typed-by-adare > /tmp/typed.txt")
     guest.keyboard.press("enter")
-    guest.shell("for i in $(seq 50); do [ -s /tmp/typed.txt ] && break; sleep 0.2; done")
+    guest.wait_until_succeeds("test -s /tmp/typed.txt", timeout=30)
 
     assert guest.shell("cat /tmp/typed.txt").stdout == "typed-by-adare\n"
     screen = guest.screenshot().convert("L")

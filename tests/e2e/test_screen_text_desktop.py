@@ -21,7 +21,9 @@ import pytest
 from image_under_test import desktop_image_under_test
 from PIL import Image
 
+from adare_guest.config import DEFAULT_PORT
 from pytest_adare import launch
+from pytest_adare.errors import AdareError
 from pytest_adare.guest import Guest
 from pytest_adare.screen_match import TemplateMatcher
 from pytest_adare.screen_text import TextNotFound
@@ -87,15 +89,9 @@ def open_dialog(guest: Guest, title: str, *args: str) -> str:
 
 
 def clicked_label(guest: Guest, title: str, output: str) -> str:
-    """The label the dialog wrote once it exited (bounded wait in the guest)."""
-    result = guest.shell(
-        f"i=0; while pgrep -f -- '--title {title} ' > /dev/null && [ $i -lt 300 ]; "
-        f"do sleep 0.1; i=$((i+1)); done; pgrep -f -- '--title {title} ' && exit 3; "
-        f"cat {output}",
-        timeout=60,
-    )
-    assert result.returncode == 0, f"the dialog {title} is still open ({result.returncode})"
-    return result.stdout.strip()
+    """The label the dialog wrote as it exited."""
+    guest.wait_for_file(output, timeout=30)  # the dialog writes it as it exits
+    return guest.succeed(f"cat {output}").strip()
 
 
 def close_dialog(guest: Guest, title: str) -> None:
@@ -195,3 +191,37 @@ def test_a_needle_with_the_clock_excluded_still_matches_and_clicks_after_it_tick
         assert clicked_label(desktop, title, output) == "OK"
     finally:
         close_dialog(desktop, title)
+
+
+def test_the_idle_desktop_reads_without_crashing_and_shows_the_terminal(desktop: Guest) -> None:
+    # The black root window beside the xterm: tesserocr 2.13 raised 'No text returned'
+    # here on a fresh clone.
+    text = desktop.screen_text()
+    assert "xterm" in text
+    terminal = desktop.wait_for_window("^xterm$", timeout=WAIT)
+    x, y, width, height = window_box(desktop, "xterm")
+    assert (terminal.x, terminal.y, terminal.width, terminal.height) == (x, y, width, height)
+
+
+def test_right_click_and_gone_on_a_dialog(desktop: Guest) -> None:
+    title = f"gone{secrets.token_hex(3)}"
+    output = open_dialog(desktop, title, "--message", "'Remove the share?'")
+    try:
+        dialog = desktop.wait_for_window(f"^{title}$", timeout=WAIT)
+        desktop.wait_for_text("remove the SHARE", ignore_case=True, timeout=WAIT)
+        # A right click is not a button press for Tk's buttons: the dialog stays.
+        desktop.click_text("Cancel", timeout=WAIT, button="right", near=dialog.center)
+        desktop.wait_for_window(f"^{title}$", timeout=5)  # still open
+        assert desktop.fail(f"test -e {output}").returncode == 1
+        desktop.click_text("Cancel", timeout=WAIT, near=dialog.center)
+        assert desktop.wait_for_text("Remove the share?", timeout=WAIT, gone=True) is None
+        assert clicked_label(desktop, title, output) == "Cancel"
+    finally:
+        close_dialog(desktop, title)
+
+
+def test_console_and_unit_waits_on_a_guest_without_systemd(vm: VM, desktop: Guest) -> None:
+    assert "adare-init: agent started" in vm.wait_for_console(r"agent started", timeout=WAIT)
+    with pytest.raises(AdareError, match="does not run systemd"):
+        desktop.wait_for_unit("display-manager.service", timeout=10)
+    desktop.wait_for_port(DEFAULT_PORT, timeout=WAIT)  # the agent's own socket

@@ -62,10 +62,8 @@ def evidence(console_vm: VM) -> tuple[Guest, int]:
     has_sqlite = guest.shell("python3 -c 'import sqlite3, json, xml.etree.ElementTree'")
     assert has_sqlite.returncode == 0, f"guest python3 lacks a module: {has_sqlite.stderr}"
     guest.shell(f"python3 - {ROOT} <<'ADARE_EOF'\n{scenario.MAKE_FILES}\nADARE_EOF").check()
-    port = guest.shell(
-        f"for i in $(seq 100); do [ -s {ROOT}/port ] && break; sleep 0.1; done; cat {ROOT}/port"
-    ).check()
-    return guest, int(port.stdout.strip())
+    guest.wait_until_succeeds(f"test -s {ROOT}/port", timeout=10)
+    return guest, int(guest.succeed(f"cat {ROOT}/port").strip())
 
 
 def test_every_stock_check_gives_its_verdict_on_guest_made_files(
