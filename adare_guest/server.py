@@ -333,6 +333,8 @@ class AdareVMServer:
             self._handle_connection,
             process_request=self._process_request,
             max_size=WEBSOCKET_MAX_SIZE,
+            # A bigger text is refused by size anyway: not worth its str (4 bytes a char).
+            max_text=MAX_HOST_MESSAGE,
             ping_interval=20,
             ping_timeout=20,
             # A client that does not answer our close must not hold a SIGTERM'd agent.

@@ -9,7 +9,9 @@
   ``write_limit``, so a client that does not read blocks its sender (bound the wait
   yourself: :mod:`adare_guest.backpressure` does). :class:`ConnectionClosed` once
   the server sent its close frame or the connection is lost.
-- :meth:`~WebSocketConnection.recv` and ``async for``: messages in arrival order.
+- :meth:`~WebSocketConnection.recv` and ``async for``: messages in arrival order
+  (a text message over ``max_text`` bytes as its UTF-8 ``bytes``, see
+  :class:`~adare_guest.websocket_frames.FrameParser`).
   When ``max_queue`` messages or ``max_queue_bytes`` bytes wait unread, the socket is
   no longer read (TCP pushes back on the client) until a quarter of that is left
   (checked after each read from the socket: what that read completed is queued too).
@@ -82,6 +84,7 @@ class WebSocketConnection:
         transport: asyncio.Transport,
         *,
         max_size: int,
+        max_text: int | None = None,
         ping_interval: float | None = 20.0,
         ping_timeout: float = 20.0,
         close_timeout: float = 10.0,
@@ -105,7 +108,7 @@ class WebSocketConnection:
         self.dropped_messages = 0
         """Messages that arrived after the server's close frame (not delivered)."""
         self._loop = asyncio.get_running_loop()
-        self._parser = FrameParser(max_message=max_size)
+        self._parser = FrameParser(max_message=max_size, max_text=max_text)
         self._messages: collections.deque[str | bytes] = collections.deque()
         self._queued_bytes = 0
         self._recv_waiter: asyncio.Future[None] | None = None

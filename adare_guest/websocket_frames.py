@@ -2,7 +2,9 @@
 
 :class:`FrameParser` turns what a client sends after the opening handshake into
 events: a :class:`DataMessage` (``str`` for text, ``bytes`` for binary, fragments
-joined), :class:`Ping`, :class:`Pong` and :class:`Close`. A client that breaks the
+joined; a text message over ``max_text`` bytes comes as its checked UTF-8 ``bytes``,
+for its receiver to refuse by size without paying for a ``str``), :class:`Ping`,
+:class:`Pong` and :class:`Close`. A client that breaks the
 protocol gets :class:`ProtocolViolation`, whose ``code`` is the close code to send:
 
 - 1002: an unmasked frame (client frames must be masked), a reserved bit set (no
@@ -16,7 +18,10 @@ protocol gets :class:`ProtocolViolation`, whose ``code`` is the close code to se
 
 Memory is bounded: after each :meth:`FrameParser.feed` the parser holds less than
 :attr:`FrameParser.max_buffered` bytes (the incomplete message so far plus the
-incomplete frame), whatever it was fed. After a :class:`Close` the rest of the
+incomplete frame), whatever it was fed. While it completes a message it holds the
+message twice at most: its bytes, unmasked in place, and the ``bytes`` handed out; or,
+for a text message up to ``max_text``, its bytes and the ``str`` (up to 4 bytes a
+character: 5 times the message's size in all, once). After a :class:`Close` the rest of the
 stream is ignored; after a violation every feed raises it again.
 
 Frames the server sends are built by :func:`frame_header` / :func:`encode_frame`
@@ -167,6 +172,25 @@ def apply_mask(data: bytes | bytearray | memoryview, mask: bytes) -> bytes:
     return bytes(out)
 
 
+def _unmask_in_place(buffer: bytearray, start: int, end: int, mask: bytes) -> None:
+    """XOR ``buffer[start:end]`` with ``mask`` where it lies, a chunk at a time (so the
+    only copies are one chunk's)."""
+    with memoryview(buffer) as view:
+        for offset in range(start, end, _UNMASK_CHUNK):
+            stop = min(offset + _UNMASK_CHUNK, end)
+            view[offset:stop] = _xor(view[offset:stop], mask, stop - offset)
+
+
+def _check_utf8(data: bytes | bytearray | memoryview) -> None:
+    """:raise UnicodeDecodeError: ``data`` is not UTF-8 (checked a chunk at a time, the
+    text thrown away)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    with memoryview(data) as view:
+        for offset in range(0, len(view), _UNMASK_CHUNK):
+            decoder.decode(view[offset : offset + _UNMASK_CHUNK])
+    decoder.decode(b"", final=True)
+
+
 def _xor(data: bytes | bytearray | memoryview, mask: bytes, size: int) -> bytes:
     repeated = mask * (size >> 2) + mask[: size & 3]
     value = int.from_bytes(data, "little") ^ int.from_bytes(repeated, "little")
@@ -221,25 +245,27 @@ def parse_close_payload(payload: bytes) -> Close:
 class FrameParser:
     """Parses the frames a client sends; see the module docstring for the rules.
 
-    ``max_message`` bounds one message's payload (all its fragments together).
+    ``max_message`` bounds one message's payload (all its fragments together);
+    ``max_text`` (default ``max_message``) is the largest text message decoded to
+    ``str``: a larger one is checked and handed out as its UTF-8 ``bytes``.
     """
 
-    def __init__(self, *, max_message: int) -> None:
+    def __init__(self, *, max_message: int, max_text: int | None = None) -> None:
         self.max_message = max_message
+        self.max_text = max_message if max_text is None else max_text
         self.closed = False
         """A close frame arrived: everything after it is ignored."""
         self._buffer = bytearray()
         self._error: ProtocolViolation | None = None
         self._opcode: int | None = None  # of the message being received, if fragmented
-        self._parts: list[bytes] = []
-        self._text: list[str] = []
-        self._decoder: codecs.IncrementalDecoder | None = None
+        self._message = bytearray()  # the fragments so far of a fragmented message
+        self._decoder: codecs.IncrementalDecoder | None = None  # checks a text's fragments
         self._message_size = 0
 
     @property
     def buffered(self) -> int:
         """Bytes held: the unfinished message's fragments plus the unfinished frame."""
-        return len(self._buffer) + self._message_size
+        return len(self._buffer) + len(self._message)
 
     @property
     def max_buffered(self) -> int:
@@ -270,9 +296,8 @@ class FrameParser:
 
     def _fail(self, exc: ProtocolViolation) -> None:
         self._error = exc
-        self._buffer.clear()
-        self._parts.clear()
-        self._text.clear()
+        self._buffer = bytearray()
+        self._message = bytearray()
         self._message_size = 0
 
     def _parse(self, events: list[FrameEvent]) -> None:
@@ -285,13 +310,16 @@ class FrameParser:
                     return
                 fin, opcode, start, length = frame
                 end = start + length
-                # A view, not a copy; released at once (a bytearray with views cannot shrink).
-                with memoryview(buffer) as view:
-                    payload = apply_mask(view[start:end], bytes(buffer[start - 4 : start]))
+                _unmask_in_place(buffer, start, end, bytes(buffer[start - 4 : start]))
                 pos = end
-                self._handle(fin, opcode, payload, events)
+                self._handle(fin, opcode, start, end, events)
         finally:
-            del buffer[:pos]
+            # A frame as large as the rest is copied away, so the memory of a big one is
+            # given back at once (deleting a bytearray's head only moves its start).
+            if pos > len(buffer) - pos:
+                self._buffer = buffer[pos:]
+            else:
+                del buffer[:pos]
 
     def _frame_at(self, pos: int) -> tuple[bool, int, int, int] | None:
         """``(fin, opcode, payload start, payload length)`` of the frame at ``pos`` once
@@ -352,43 +380,59 @@ class FrameParser:
         if not fin:
             raise ProtocolViolation(CloseCode.PROTOCOL_ERROR, "fragmented control frame")
 
-    def _handle(self, fin: bool, opcode: int, payload: bytes, events: list[FrameEvent]) -> None:
+    def _handle(
+        self, fin: bool, opcode: int, start: int, end: int, events: list[FrameEvent]
+    ) -> None:
+        """The frame whose unmasked payload is ``self._buffer[start:end]``."""
+        if opcode in _DATA_OPCODES:
+            with memoryview(self._buffer) as view, view[start:end] as payload:
+                self._add_fragment(fin, opcode, payload, events)
+            return
+        payload_bytes = bytes(self._buffer[start:end])
         if opcode == Opcode.PING:
-            events.append(Ping(payload))
+            events.append(Ping(payload_bytes))
         elif opcode == Opcode.PONG:
-            events.append(Pong(payload))
-        elif opcode == Opcode.CLOSE:
-            events.append(parse_close_payload(payload))
-            self.closed = True
+            events.append(Pong(payload_bytes))
         else:
-            self._add_fragment(fin, opcode, payload, events)
+            events.append(parse_close_payload(payload_bytes))
+            self.closed = True
 
     def _add_fragment(
-        self, fin: bool, opcode: int, payload: bytes, events: list[FrameEvent]
+        self, fin: bool, opcode: int, payload: memoryview, events: list[FrameEvent]
     ) -> None:
         if opcode != Opcode.CONTINUATION:
             self._opcode = opcode
+            if fin:  # the whole message in one frame: decoded (or copied) once, from here
+                events.append(DataMessage(self._message_data(payload)))
+                self._opcode = None
+                return
             if opcode == Opcode.TEXT:
                 self._decoder = codecs.getincrementaldecoder("utf-8")()
         self._message_size += len(payload)
-        if self._opcode == Opcode.TEXT:
-            assert self._decoder is not None
-            try:
-                self._text.append(self._decoder.decode(payload, final=fin))
+        if self._decoder is not None:
+            try:  # fail a bad fragment at once; the text is made once, at the end
+                self._decoder.decode(payload)
             except UnicodeDecodeError:
                 raise ProtocolViolation(
                     CloseCode.INVALID_DATA, "text message is not valid UTF-8"
                 ) from None
-        else:
-            self._parts.append(payload)
+        self._message += payload
         if not fin:
             return
-        data: str | bytes
-        if self._opcode == Opcode.TEXT:
-            data = "".join(self._text)
-        else:
-            data = b"".join(self._parts)
-        events.append(DataMessage(data))
-        self._opcode, self._decoder, self._message_size = None, None, 0
-        self._parts.clear()
-        self._text.clear()
+        message, self._message = self._message, bytearray()
+        self._decoder, self._message_size = None, 0
+        events.append(DataMessage(self._message_data(message)))
+        self._opcode = None
+
+    def _message_data(self, data: memoryview | bytearray) -> str | bytes:
+        """A whole message's payload as it is handed out (see the class docstring)."""
+        try:
+            if self._opcode == Opcode.TEXT and len(data) <= self.max_text:
+                return str(data, "utf-8")
+            if self._opcode == Opcode.TEXT:
+                _check_utf8(data)
+        except UnicodeDecodeError:
+            raise ProtocolViolation(
+                CloseCode.INVALID_DATA, "text message is not valid UTF-8"
+            ) from None
+        return bytes(data)

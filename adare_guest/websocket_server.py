@@ -77,6 +77,7 @@ class WebSocketServer:
         *,
         process_request: ProcessRequest | None = None,
         max_size: int,
+        max_text: int | None = None,
         ping_interval: float | None = 20.0,
         ping_timeout: float = 20.0,
         close_timeout: float = 10.0,
@@ -87,6 +88,7 @@ class WebSocketServer:
         self.handler = handler
         self.process_request = process_request
         self.max_size = max_size
+        self.max_text = max_text
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
         self.close_timeout = close_timeout
@@ -395,6 +397,7 @@ class _ServerProtocol(asyncio.Protocol):
         connection = WebSocketConnection(
             transport,
             max_size=server.max_size,
+            max_text=server.max_text,
             ping_interval=server.ping_interval,
             ping_timeout=server.ping_timeout,
             close_timeout=server.close_timeout,
