@@ -99,6 +99,7 @@ def test_ini_paths_are_relative_to_the_ini_file(pytester: pytest.Pytester) -> No
         ("cpus", "two", "expected a number of CPUs, got 'two'"),
         ("cpus", "0", "expected at least 1 CPU, got '0'"),
         ("ready-command", " ", "must be a non-empty shell command, got ' '"),
+        ("boot-timeout", "-1", "expected a positive number of seconds, got '-1'"),
     ],
 )
 def test_bad_values_are_usage_errors(
@@ -321,3 +322,32 @@ def test_stacked_markers_combine_the_closest_winning_per_argument(
     result = pytester.runpytest("-s")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*GOT debian none off 1024 3"])
+
+
+def test_an_option_defined_once_reaches_the_vm_from_flag_ini_and_marker(
+    pytester: pytest.Pytester,
+) -> None:
+    # desktop_timeout was added as one VMOptions field: flag, ini key and marker follow.
+    pytester.makeini("[pytest]\nadare_vm = debian\nadare_boot_timeout = 90\n")
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_adare.plugin.fixtures import marker_request
+
+        @pytest.mark.adare_vm(desktop_timeout=45)
+        def test_timeouts(request):
+            vm = marker_request(request).options
+            print("TIMEOUTS", vm.boot_timeout, vm.desktop_timeout)
+        """
+    )
+    result = pytester.runpytest("-s", "--adare-desktop-timeout=30")
+    result.stdout.fnmatch_lines(["*TIMEOUTS 90.0 45.0"])
+
+
+def test_a_combination_the_vm_cannot_take_is_a_usage_error_naming_the_flags(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    result = pytester.runpytest("--adare-hypervisor=qemu:///system", "--adare-transport=websocket")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --adare-transport, --adare-hypervisor: *serial*"])
