@@ -365,3 +365,4 @@ class CallRouter(ABC):
                 except Exception:
                     log.exception("event subscriber %r failed on %s", callback, event.event_type)
             self._queued_event_bytes -= size  # held until every subscriber had it
+            del queued, event  # not kept while waiting for the next one

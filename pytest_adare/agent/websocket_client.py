@@ -226,6 +226,7 @@ class AgentClient(CallRouter):
                     self._receive_binary(frame)
                 else:
                     self._receive(frame)
+                del frame  # not kept while the next message is read (it may be as large)
             failure = AgentDisconnected(f"the agent at {self.peer} closed the connection")
         except ConnectionClosed as exc:
             failure = self._closed_failure(exc)
