@@ -74,7 +74,8 @@ class ConsoleCapture(asyncio.Protocol):
     ) -> None:
         self._log: BinaryIO = log_path.open("ab")
         self._max_line = max_line_chars
-        self._log_room = max_log_bytes
+        self._log.seek(0, 2)  # a restarted machine appends: the bound is the file's
+        self._log_room = max(0, max_log_bytes - self._log.tell())
         self._log_dropped = 0
         # (offset of the line's first character in the whole stream, text without "\n")
         self._lines: deque[tuple[int, str]] = deque(maxlen=ring_lines)
@@ -98,12 +99,13 @@ class ConsoleCapture(asyncio.Protocol):
         self._wake_waiters(min(len(pieces) - 1, len(self._lines)), partial_changed)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._log_dropped:
-            self._log.write(
-                f"\n[console.log stops at {self._log.tell()} bytes (the host's bound); "
-                f"{self._log_dropped} more bytes were not written]\n".encode()
-            )
-        self._log.close()
+        if not self._log.closed:  # the machine may report the end after the pipe did
+            if self._log_dropped:
+                self._log.write(
+                    f"\n[console.log stops at {self._log.tell()} bytes (the host's bound); "
+                    f"{self._log_dropped} more bytes were not written]\n".encode()
+                )
+            self._log.close()
         self.closed.set()
 
     # -- queries ----------------------------------------------------------

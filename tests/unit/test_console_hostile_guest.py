@@ -130,3 +130,15 @@ async def test_a_healthy_console_tail_is_just_the_last_lines(tmp_path: Path) -> 
     capture.connection_lost(None)
     assert capture.fatal_lines() == []
     assert capture.tail(2) == ["Oopsie daisy: a user program", "login: "]
+
+
+@pytest.mark.asyncio
+async def test_a_restarted_machine_appends_within_the_same_bound(tmp_path: Path) -> None:
+    log = tmp_path / "console.log"
+    for _ in range(3):
+        capture = ConsoleCapture(log, max_log_bytes=1000)
+        capture.data_received(b"r" * 700)
+        capture.connection_lost(None)
+        capture.connection_lost(None)  # reported twice: harmless
+    assert log.read_bytes().startswith(b"r" * 1000)
+    assert log.stat().st_size < 1000 + 3 * 120, "each restart got a fresh 1000 bytes"
