@@ -64,6 +64,7 @@ from adare_guest.tools.base import (
     with_error_key,
 )
 from adare_guest.websocket_connection import ConnectionClosed, WebSocketConnection
+from adare_guest.websocket_frames import CloseCode
 from adare_guest.websocket_handshake import HttpResponse, Request
 from adare_guest.websocket_server import WebSocketServer
 from adare_guest.worker_pool import PoolExhausted, shared_pool
@@ -214,6 +215,8 @@ class AdareVMServer:
         self.state = AgentState()
         self.tools: dict[str, BoundTool] = {}
         self.sessions: set[Session] = set()
+        self._websocket_sessions: dict[Session, WebSocketConnection] = {}
+        self._token = config.token  # to see ``rekey`` (or any tool) replace it
         self.listening = False
         self.listen_address: tuple[str, int] | None = None
         self.last_error: str | None = None
@@ -290,17 +293,23 @@ class AdareVMServer:
         return session
 
     # ------------------------------------------------------------------ WebSocket
-    def _process_request(self, request: Request, remote_address: Any) -> HttpResponse | None:
+    def _authorized(self, request: Request | None) -> bool:
+        """Whether ``request`` carries the agent's current token (or none is needed)."""
         token = self.config.token
         if not token:
-            return None
+            return True
+        if request is None:
+            return False
         # Exactly one Authorization header: two are refused like a wrong one. Header
         # values arrive as latin-1, one character per byte: compare the bytes sent.
         supplied = request.headers.get_all("Authorization")
         expected = f"Bearer {token}"
-        if len(supplied) == 1 and hmac.compare_digest(
+        return len(supplied) == 1 and hmac.compare_digest(
             supplied[0].encode("latin-1"), expected.encode()
-        ):
+        )
+
+    def _process_request(self, request: Request, remote_address: Any) -> HttpResponse | None:
+        if self._authorized(request):
             return None
         # Rate-limited: a flood of bad handshakes must not fill the guest's disk.
         repeated.warning(
@@ -312,14 +321,31 @@ class AdareVMServer:
 
     async def _handle_connection(self, connection: WebSocketConnection) -> None:
         peer = _peer(connection.remote_address)
+        if not self._authorized(connection.request):  # rekeyed since its handshake
+            log.warning("closing %s at once: its token was replaced", peer)
+            await connection.close(CloseCode.POLICY_VIOLATION, "token replaced")
+            return
         log.info("client connected: %s", peer)
         session = self.open_session(connection.send, peer, connection.abort)
+        self._websocket_sessions[session] = connection
         try:
             async for message in connection:
                 await session.handle_text(message)
         finally:
+            self._websocket_sessions.pop(session, None)
             await session.close()
             log.info("client disconnected: %s", peer)
+
+    def token_changed(self, keep: Session) -> None:
+        """The agent's token was replaced from ``keep``: end every other WebSocket session
+        that logged in with a token that is no longer valid (closed with 1008, its calls
+        cancelled and their processes killed), so a saved token stops working at once."""
+        for session, connection in list(self._websocket_sessions.items()):
+            if session is keep or self._authorized(connection.request):
+                continue
+            log.warning("closing the session of %s: its token was replaced", session.peer)
+            connection.start_close(CloseCode.POLICY_VIOLATION, "token replaced")
+            session.end()
 
     async def start(self) -> tuple[str, int]:
         """Bind the WebSocket server; return the bound (host, port).
@@ -471,7 +497,13 @@ class Session:
         self.dropped = reason
         self.server.record_error(reason)
         self.abort()
-        self._closing = asyncio.get_running_loop().create_task(self.close())
+        self.end()
+
+    def end(self) -> None:
+        """Stop handling this client's messages now and close the session (in a task)."""
+        if self._closing is None:
+            self.closed = True
+            self._closing = asyncio.get_running_loop().create_task(self.close())
 
     async def send(self, msg: Message) -> None:
         """Encode and send ``msg`` (dropped silently once the session is closed).
@@ -628,6 +660,13 @@ class Session:
                 return False
         return not self.closed
 
+    def _check_token(self) -> None:
+        """A call may have replaced the agent's token (``rekey``): tell the server."""
+        server = self.server
+        if server.config.token != server._token:
+            server._token = server.config.token
+            server.token_changed(self)
+
     async def _run_call(self, ctx: CallContext, reply: Awaitable[ToolResult]) -> None:
         """Send the call's reply; then its output reservations are free again."""
         try:
@@ -646,7 +685,10 @@ class Session:
         started = time.monotonic()
         log.info("call %s %s params=%s", call.id, bound.name, sorted(params))
         try:
-            result = await asyncio.wait_for(_exit_is_an_error(bound.func(ctx, **params)), limit)
+            try:
+                result = await asyncio.wait_for(_exit_is_an_error(bound.func(ctx, **params)), limit)
+            finally:
+                self._check_token()
         except asyncio.TimeoutError:
             ctx.kill_processes()
             reply = ToolResult(

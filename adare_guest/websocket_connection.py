@@ -93,6 +93,8 @@ class WebSocketConnection:
         max_queue_bytes: int = MAX_QUEUE_BYTES,
     ) -> None:
         self.transport = transport
+        self.request: Any = None
+        """The opening handshake's request (set by the server that accepted it)."""
         self.remote_address: Any = transport.get_extra_info("peername")
         self.local_address: Any = transport.get_extra_info("sockname")
         self.ping_timeout = ping_timeout

@@ -74,6 +74,7 @@ class CloseCode(enum.IntEnum):
     ABNORMAL = 1006
     """Reported when the connection ended without a close frame; never sent."""
     INVALID_DATA = 1007
+    POLICY_VIOLATION = 1008
     MESSAGE_TOO_BIG = 1009
     INTERNAL_ERROR = 1011
 

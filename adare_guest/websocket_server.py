@@ -402,6 +402,7 @@ class _ServerProtocol(asyncio.Protocol):
             ping_timeout=server.ping_timeout,
             close_timeout=server.close_timeout,
         )
+        connection.request = request
         self.connection = connection
         server._settled(self)
         if self._write_paused:

@@ -2,9 +2,12 @@
 
 A VM started from a saved ready state (a warm start) wakes up with the agent of the
 VM that saved it, holding that VM's token. The host connects with the old token once
-and installs its own with ``rekey``: sessions already open stay open, every later
-connection needs the new token, and ``RUN_DIR/config.json`` is rewritten (owner-only)
-so an agent restarted by the guest's init keeps it.
+and installs its own with ``rekey``: the session that called it stays open, every
+other WebSocket session that logged in with the old token is closed (1008; its calls
+are cancelled), every later connection needs the new token, and
+``RUN_DIR/config.json`` is rewritten (owner-only) so an agent restarted by the guest's
+init keeps it. So whoever read the old token from a saved state cannot keep a session
+open past the rekey.
 
 Such a VM also wakes up with the saved VM's kernel RNG state: every VM started from the
 same state would draw the same "random" numbers until the kernel reseeds on its own.
@@ -44,7 +47,9 @@ class SessionTools(ToolGroup):
 
     @tool(timeout=10)
     async def rekey(self, ctx: CallContext, *, token: str) -> dict[str, Any]:
-        """Use ``token`` for every later connection (this session stays authenticated)."""
+        """Use ``token`` for every later connection; this session stays authenticated,
+        every other session that logged in with the old token is closed (by the server,
+        once this call returns)."""
         if not TOKEN_PATTERN.fullmatch(token):
             return {
                 "status": "error",
