@@ -107,10 +107,32 @@ def test_fs_snapshot_diff(vm: VM) -> None:
 
 def test_screenshot_via_host_screendump(vm: VM) -> None:
     direct = vm.screendump()
-    assert direct.width > 0 and direct.height > 0
+    # The guest says what its screen is: a framebuffer's size, else VGA text mode
+    # (80x25 characters of 9x16 pixels), which a console image without a DRM driver keeps.
+    framebuffer = vm.guest.shell("cat /sys/class/graphics/fb0/virtual_size")
+    if framebuffer.returncode == 0:
+        expected = tuple(int(v) for v in framebuffer.stdout.strip().split(","))
+    else:
+        expected = (720, 400)
+    assert direct.size == expected
+    assert direct.convert("L").getextrema()[1] > 0, "the screen is all black"
     host_gui = Guest(AsyncGuest(vm.guest.aio.connection, screen=QemuScreen(vm.machine)))
     routed = host_gui.screenshot()
     assert routed.size == direct.size
+
+
+def test_dump_memory_can_leave_the_guest_paused_until_resume(vm: VM, tmp_path: Path) -> None:
+    dump = vm.dump_memory(tmp_path / "memory.elf", resume=False)
+    try:
+        assert vm.machine.qmp("query-status")["status"] == "paused"
+        with dump.open("rb") as handle:
+            assert handle.read(4) == b"\x7fELF"
+    finally:
+        vm.resume()
+    assert vm.machine.qmp("query-status")["status"] == "running"
+    vm.resume()  # a running guest: nothing to do
+    assert vm.machine.qmp("query-status")["status"] == "running"
+    assert vm.guest.shell("echo back").check().stdout == "back\n"
 
 
 def test_restore_ready_undoes_changes_and_reconnects(vm: VM) -> None:
