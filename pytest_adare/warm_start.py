@@ -7,7 +7,9 @@ instead of booting (:class:`~pytest_adare.vm.VM` does both). :func:`warm_plan` d
 whether that may happen and under which key: the key covers every fact that decides
 whether a saved state fits (the files the guest booted from by path, size and mtime;
 the bundle; QEMU's version; memory, CPUs, accelerator, network, the agent's run dir),
-so a change of any of them makes a new key and the old state is simply not used.
+so a change of any of them makes a new key and the old state is simply not used. A
+state another user could have written is not used either (the plan is cold only and
+its reason says which file).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pytest_adare.qemu.accel import AccelChoice, qemu_version
-from pytest_adare.qemu.saved_state import SavedState, find_state, state_key
+from pytest_adare.qemu.saved_state import SavedState, UntrustedState, find_state, state_key
 from pytest_adare.vm_options import VMOptions
 
 QEMU_BINARY = "qemu-system-x86_64"
@@ -109,7 +111,11 @@ def warm_plan(
         "ready": ready_command or "",
     }
     key = state_key(parts)
-    saved = find_state(key, root)
+    try:
+        saved = find_state(key, root)
+    except UntrustedState as refused:
+        # Cold only: neither load it nor save over it (it is not ours to replace).
+        return WarmPlan(None, None, f"{refused}; booting cold")
     if saved is None:
         return WarmPlan(key, None, f"no saved ready state yet ({key[:12]}): cold boot saves it")
     # A warm VM prints no "qemu:" line: this line says the accelerator (part of the key).
