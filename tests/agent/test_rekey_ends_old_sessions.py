@@ -73,3 +73,30 @@ async def test_rekey_closes_every_other_session_of_the_old_token(tmp_path: Path)
         await host.close()
     finally:
         await server.stop()
+
+
+async def test_a_connection_accepted_with_the_old_token_just_before_a_rekey_is_closed(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"token": OLD, "port": 0}))
+    os.chmod(tmp_path / "config.json", 0o600)
+    server = AdareVMServer(load_config(tmp_path, {"host": "127.0.0.1"}))
+    await server.start()
+    assert server._server is not None
+    check = server._server.process_request
+    assert check is not None
+
+    def rekeyed_right_after_the_check(request: object, peer: object) -> object:
+        answer = check(request, peer)  # type: ignore[arg-type]
+        server.config.token = NEW  # the host's rekey lands before the session opens
+        return answer
+
+    server._server.process_request = rekeyed_right_after_the_check  # type: ignore[assignment]
+    try:
+        late = await logged_in(server, OLD)
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(late.recv(), 10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+        assert server.sessions == set()
+    finally:
+        await server.stop()
