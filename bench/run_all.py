@@ -33,7 +33,8 @@ RESULTS = BENCH / "results.json"
 PERFORMANCE = REPO / "docs" / "performance.md"
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 ORDER = (
-    "codec", "agent", "boot", "runtime", "warm_start", "agent_perf", "serial_link", "isolation"
+    "codec", "plugin_load", "agent", "boot", "runtime", "warm_start", "agent_perf",
+    "serial_link", "isolation", "evidence",
 )
 
 
@@ -41,6 +42,8 @@ def arguments(name: str, image: str, quick: bool) -> list[str]:
     """The command-line arguments of one known script (none for unknown ones)."""
     table: dict[str, tuple[list[str], list[str]]] = {
         "codec": ([], ["--seconds", "0.05"]),
+        "plugin_load": ([], ["--runs", "5", "--imports", "3"]),
+        "evidence": (["--image", image], ["--image", image, "--runs", "1"]),
         "agent": ([], ["--rounds", "30", "--no-serial"]),
         "boot": (["--image", image], ["--image", image, "--runs", "1"]),
         "runtime": ([image], [image]),
@@ -72,6 +75,25 @@ class Comparison:
 
 
 COMPARISONS = (
+    Comparison(
+        "plugin_load",
+        "`pytest --version` in an empty directory, plugin installed, median",
+        ("pytest_version", "with_plugin", "median_ms"),
+        "the same with `-p no:adare`",
+        ("pytest_version", "without", "median_ms"),
+        "ms",
+        True,
+        floor=True,
+    ),
+    Comparison(
+        "plugin_load",
+        "importing `pytest_adare.plugin` after pytest (`-X importtime`), median",
+        ("import_ms", "pytest_adare_plugin"),
+        "—",
+        None,
+        "ms",
+        True,
+    ),
     Comparison(
         "agent_perf",
         'execute_shell("true") p50 (posix_spawn + pidfd)',
@@ -321,9 +343,8 @@ GOALS = (
             (figure(b, "runtime", "pull_64mib", "qga_guest_file_read_mb_s") or 0) * 3 or None,
         ),
         lambda b: (
-            "one emulated vCPU does both the streaming sha256 and the socket sends; the guest's "
-            "virtio-net + user networking without any protocol moves ~23 MB/s (see Binary file "
-            "transfer below)"
+            "one emulated vCPU does both the streaming sha256 and the socket sends, one after "
+            "the other (see Binary file transfer below)"
         ),
     ),
     Goal(
@@ -347,8 +368,7 @@ GOALS = (
             f"of one restore, `loadvm` takes "
             f"{figure(b, 'isolation', 'restore_breakdown', 'loadvm_ms')} ms and the reconnect "
             f"{figure(b, 'isolation', 'restore_breakdown', 'reconnect_ms')} ms: TCG re-translates "
-            "the guest's code after `loadvm` (the same reconnect takes ~20 ms in a guest that "
-            "has run a while; see Warm start and the per-test restore)"
+            "the guest's code after `loadvm` (see Warm start and the per-test restore)"
         ),
     ),
     Goal(
@@ -395,6 +415,82 @@ def goal_rows(benchmarks: dict[str, Any]) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def _seconds(value: float | None) -> str:
+    return "?" if value is None else f"{value:g} s"
+
+
+def restore_rows(b: dict[str, Any]) -> list[list[str]]:
+    """Each step of one per-test restore, median over the isolation script's restores."""
+    steps = (
+        ("close the agent connection", "disconnect_ms"),
+        ("`loadvm` (the RAM from the overlay's internal snapshot)", "loadvm_ms"),
+        ("reconnect (handshake + `connect`)", "reconnect_ms"),
+        ("first tool call", "first_call_ms"),
+    )
+    found = [(label, figure(b, "isolation", "restore_breakdown", key)) for label, key in steps]
+    return [[label, f"{ms:g} ms"] for label, ms in found if ms is not None]
+
+
+def ocr_rows(b: dict[str, Any]) -> list[list[str]]:
+    """Per screen of the OCR script: exact reads, a full read, a wait, CLI vs in-process."""
+    rows = []
+    for screen in ("console", "desktop"):
+        result = b.get("ocr", {}).get("result") or {}
+        if not isinstance(result.get(screen), dict):
+            continue
+        size = "x".join(str(v) for v in result[screen].get("screen", ()))
+
+        def get(*path: str, screen: str = screen) -> float | None:
+            return figure(b, "ocr", screen, *path)
+
+        rows.append(
+            [
+                f"{screen} image, {size}",
+                f"{get('exact_first_screenshot') or 0:g} / {get('markers') or 0:g}",
+                f"median {_seconds(get('read_all_variants_s', 'median'))}, "
+                f"max {_seconds(get('read_all_variants_s', 'max'))}",
+                f"median {_seconds(get('wait_for_text_s', 'median'))}",
+                f"{_seconds(get('cli_vs_inprocess', 'cli_s'))} vs "
+                f"{_seconds(get('cli_vs_inprocess', 'inprocess_s'))}",
+            ]
+        )
+    return rows
+
+
+def backend_rows(b: dict[str, Any]) -> list[list[str]]:
+    """Per machine backend of the libvirt script: start, restore, ``shell("true")``."""
+    result = b.get("libvirt_backend", {}).get("result")
+    backends = result if isinstance(result, list) else []
+    return [
+        [
+            str(run.get("backend")),
+            _seconds(number(run.get("start_s"))),
+            _seconds(number(run.get("restore_p50_s"))),
+            f"{run.get('shell_true_p50_ms')} ms",
+        ]
+        for run in backends
+        if isinstance(run, dict)
+    ]
+
+
+Rows = Callable[[dict[str, Any]], list[list[str]]]
+DETAIL_TABLES: tuple[tuple[str, tuple[str, ...], Rows], ...] = (
+    # (title, column headers, the rows from this run's results)
+    ("Per-test restore, step by step (isolation, median)", ("step", "time"), restore_rows),
+    (
+        "Screen text (OCR): markers, each read from the first screenshot after it (ocr)",
+        ("screen", "exact reads", "one full read (every variant)", "`wait_for_text` until found",
+         "tesseract CLI vs in-process, same images"),
+        ocr_rows,
+    ),
+    (
+        "Machine backends (libvirt_backend)",
+        ("backend", "start", "restore, median", '`shell("true")`, median'),
+        backend_rows,
+    ),
+)  # fmt: skip
 
 
 def discover(only: set[str] | None) -> list[str]:
@@ -588,6 +684,12 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---|---|---|",
     ]
     lines += ["| " + " | ".join(cells) + " |" for cells in goal_rows(report["benchmarks"])]
+    for title, header, rows_of in DETAIL_TABLES:
+        rows = rows_of(report["benchmarks"])
+        if rows:
+            lines += ["", f"### {title}", "", "| " + " | ".join(header) + " |",
+                      "|" + "---|" * len(header)]  # fmt: skip
+            lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     for name, outcome in report["benchmarks"].items():
         lines += ["", f"### {name} ({outcome['seconds']} s)", ""]
         if not outcome["ok"]:

@@ -89,3 +89,37 @@ def test_each_goal_is_met_or_says_what_limits_it(run_all: ModuleType) -> None:
     assert "the agent's path is 1.5x it" in shell[4]
     # a goal whose script did not run is said to be unmeasured, not met
     assert rows["per-test snapshot restore, median"][2] == "not measured"
+
+
+def test_detail_tables_come_from_the_run_s_figures_only(run_all: ModuleType) -> None:
+    def ok(result: object) -> dict[str, object]:
+        return {"ok": True, "seconds": 1.0, "result": result}
+
+    benchmarks = {
+        "isolation": ok({"restore_breakdown": {"disconnect_ms": 7.6, "loadvm_ms": 123.3,
+                                               "reconnect_ms": 179.6, "first_call_ms": 18.1}}),
+        "ocr": ok({"console": {"screen": [720, 400], "markers": 20, "exact_first_screenshot": 16,
+                               "read_all_variants_s": {"median": 0.14, "max": 0.3},
+                               "wait_for_text_s": {"median": 0.04},
+                               "cli_vs_inprocess": {"cli_s": 0.95, "inprocess_s": 0.1}}}),
+        "libvirt_backend": ok([{"backend": "qemu:///system", "start_s": 8.46,
+                                "restore_p50_s": 0.349, "shell_true_p50_ms": 55.2}]),
+    }  # fmt: skip
+    assert run_all.restore_rows(benchmarks)[1] == [
+        "`loadvm` (the RAM from the overlay's internal snapshot)",
+        "123.3 ms",
+    ]
+    assert run_all.ocr_rows(benchmarks) == [
+        ["console image, 720x400", "16 / 20", "median 0.14 s, max 0.3 s", "median 0.04 s",
+         "0.95 s vs 0.1 s"],
+    ]  # fmt: skip
+    assert run_all.backend_rows(benchmarks) == [["qemu:///system", "8.46 s", "0.349 s", "55.2 ms"]]
+    report = {"date": "d", "image": "debian", "quick": False, "accel": "tcg",
+              "machine": {"cpu": "c", "cores": 2, "memory_gib": 1, "os": "o", "python": "p",
+                          "qemu": "q"},
+              "benchmarks": benchmarks}  # fmt: skip
+    text = run_all.markdown(report)
+    assert "### Machine backends (libvirt_backend)" in text and "qemu+ssh" not in text
+    # no figure that this run did not measure is written into a goal's limit
+    assert not [goal.label for goal in run_all.GOALS if "~" in goal.limit(benchmarks)]
+    assert run_all.restore_rows({}) == run_all.ocr_rows({}) == run_all.backend_rows({}) == []
