@@ -9,7 +9,9 @@ no arguments and the image in ``ADARE_BENCH_IMAGE``. The markdown table puts
 each of our figures beside the alternative measured in the same run, under a
 header naming the machine, the accelerator and the date; the full figures of
 every script follow. Only the part of docs/performance.md between the
-``bench:begin``/``bench:end`` markers is replaced.
+``bench:begin``/``bench:end`` markers is replaced. ``--only`` refreshes those scripts'
+figures and keeps the others under the earlier run's header; each refreshed script's
+section says when it ran.
 """
 
 from __future__ import annotations
@@ -691,7 +693,8 @@ def markdown(report: dict[str, Any]) -> str:
                       "|" + "---|" * len(header)]  # fmt: skip
             lines += ["| " + " | ".join(cells) + " |" for cells in rows]
     for name, outcome in report["benchmarks"].items():
-        lines += ["", f"### {name} ({outcome['seconds']} s)", ""]
+        when = f", measured {outcome['date']} by `--only`" if "date" in outcome else ""
+        lines += ["", f"### {name} ({outcome['seconds']} s{when})", ""]
         if not outcome["ok"]:
             lines += ["Failed:", "", "```", outcome.get("error", "?"), "```"]
             continue
@@ -736,16 +739,22 @@ def main(argv: list[str] | None = None) -> int:
     if not names:
         parser.error(f"no benchmark scripts to run in {BENCH} (only={args.only})")
     benchmarks = {name: run_script(name, args.image, args.quick, args.timeout) for name in names}
-    if only is not None and RESULTS.is_file():  # --only refreshes those, keeps the rest
-        benchmarks = {**json.loads(RESULTS.read_text()).get("benchmarks", {}), **benchmarks}
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     report = {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": now,
         "image": args.image,
         "quick": args.quick,
         "machine": machine(),
         "accel": accelerator(benchmarks),
         "benchmarks": benchmarks,
     }
+    if only is not None and RESULTS.is_file():
+        # --only refreshes those scripts and keeps the rest under the earlier run's header;
+        # each refreshed script's section says when it ran.
+        previous = json.loads(RESULTS.read_text())
+        for outcome in benchmarks.values():
+            outcome["date"] = now
+        report = {**previous, "benchmarks": {**previous.get("benchmarks", {}), **benchmarks}}
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
     write_performance(markdown(report))
     print(json.dumps({name: outcome["ok"] for name, outcome in benchmarks.items()}))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -123,3 +124,24 @@ def test_detail_tables_come_from_the_run_s_figures_only(run_all: ModuleType) -> 
     # no figure that this run did not measure is written into a goal's limit
     assert not [goal.label for goal in run_all.GOALS if "~" in goal.limit(benchmarks)]
     assert run_all.restore_rows({}) == run_all.ocr_rows({}) == run_all.backend_rows({}) == []
+
+
+def test_a_partial_run_keeps_the_earlier_header_and_dates_what_it_refreshed(
+    run_all: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results, doc = tmp_path / "results.json", tmp_path / "performance.md"
+    earlier = {"date": "2026-01-01T00:00:00+00:00", "image": "debian", "quick": False,
+               "accel": "tcg", "machine": {"cpu": "c", "cores": 2, "memory_gib": 1, "os": "o",
+                                           "python": "p", "qemu": "q"},
+               "benchmarks": {"agent": {"ok": True, "seconds": 1.0, "result": {"host": "h"}}}}
+    results.write_text(json.dumps(earlier))  # fmt: skip
+    monkeypatch.setattr(run_all, "RESULTS", results)
+    monkeypatch.setattr(run_all, "PERFORMANCE", doc)
+    assert run_all.main(["--only", "codec", "--quick"]) == 0
+    report = json.loads(results.read_text())
+    assert report["date"] == earlier["date"] and set(report["benchmarks"]) == {"agent", "codec"}
+    assert "date" in report["benchmarks"]["codec"] and "date" not in report["benchmarks"]["agent"]
+    text = doc.read_text()
+    assert "Measured 2026-01-01T00:00:00+00:00 on c" in text
+    assert "by `--only`)" in text.split("### codec (")[1].splitlines()[0]
+    assert "### agent (1.0 s)\n" in text
