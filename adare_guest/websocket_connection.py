@@ -20,11 +20,13 @@
   the queued messages are still delivered, then ``recv`` raises
   :class:`ConnectionClosed` and ``async for`` ends.
 - A client's ping is answered with a pong at once, unless the transport's write
-  buffer is over ``write_limit``: then the socket is no longer read (pings included)
-  until the buffer drains, and only the last ping read meanwhile is answered then (RFC
-  6455 §5.5.3 allows that). So at most one pong waits, whatever a client that sends
-  pings and never reads does. Every ``ping_interval`` seconds the server pings; no
-  pong within ``ping_timeout`` closes with 1011 and drops the client.
+  buffer is over ``write_limit``: then the pong waits, the socket is no longer read
+  (pings included) until the buffer drains, and only the last ping read meanwhile is
+  answered then (RFC 6455 §5.5.3 allows that). So at most one pong waits, whatever a
+  client that sends pings and never reads does; a client that does not ping is still
+  read while a big message drains (its pongs to the keepalive, its next calls). Every
+  ``ping_interval`` seconds the server pings; no pong within ``ping_timeout`` closes
+  with 1011 and drops the client.
 - :meth:`~WebSocketConnection.close` sends a close frame and returns once the
   connection is gone: after the client's close frame the server closes TCP; a
   client that does not answer or does not read is cut off after ``close_timeout``.
@@ -116,8 +118,8 @@ class WebSocketConnection:
         self._recv_waiter: asyncio.Future[None] | None = None
         self._receiving = True
         self._queue_full = False  # reading paused for the queue, until its low water
-        self._reading_paused = False  # for the queue or a full write buffer
-        self._pending_pong: bytes | None = None
+        self._reading_paused = False  # for the queue or for a pong waiting
+        self._pending_pong: bytes | None = None  # a ping's payload, until the buffer drains
         self._close_sent = False
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
@@ -284,9 +286,8 @@ class WebSocketConnection:
             self._lost.set_result(None)
 
     def pause_writing(self) -> None:
-        """The transport's write buffer went over ``write_limit``: stop reading too."""
+        """The transport's write buffer went over ``write_limit``."""
         self._write_paused = True
-        self._update_reading()
 
     def resume_writing(self) -> None:
         """The transport's write buffer drained below its low-water mark."""
@@ -338,9 +339,11 @@ class WebSocketConnection:
             self._update_reading()
 
     def _update_reading(self) -> None:
-        """Read from the socket unless the queue is full or the write buffer is (until
-        the server's close frame is out: then the client's must be read)."""
-        pause = (self._queue_full or self._write_paused) and not self._close_sent
+        """Read from the socket unless the queue is full or a pong waits for the write
+        buffer to drain (until the server's close frame is out: then the client's must
+        be read)."""
+        waiting = self._queue_full or self._pending_pong is not None
+        pause = waiting and not self._close_sent
         if pause != self._reading_paused and not self.closed:
             self._reading_paused = pause
             if pause:
@@ -354,6 +357,7 @@ class WebSocketConnection:
             return
         if self._write_paused:
             self._pending_pong = payload
+            self._update_reading()
         else:
             self._write(encode_frame(Opcode.PONG, payload))
 

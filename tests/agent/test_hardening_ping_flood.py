@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import time
@@ -17,8 +18,9 @@ import pytest
 from test_websocket_protocol import client_frame
 
 from adare_guest.server import AdareVMServer
-from adare_guest.websocket_connection import WRITE_LIMIT
+from adare_guest.websocket_connection import WRITE_LIMIT, ConnectionClosed, WebSocketConnection
 from adare_guest.websocket_frames import Opcode
+from adare_guest.websocket_server import WebSocketServer
 
 pytestmark = pytest.mark.asyncio
 FLOOD_BYTES = 64 * 1024 * 1024
@@ -104,3 +106,47 @@ async def next_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     extra = await reader.readexactly({126: 2, 127: 8}.get(size, 0))
     length = int.from_bytes(extra, "big") if extra else size
     return head[0] & 0x0F, await reader.readexactly(length)
+
+
+async def test_while_a_big_message_drains_the_client_is_read_until_a_pong_must_wait() -> None:
+    received: list[str | bytes] = []
+    arrived = asyncio.Event()
+
+    async def handler(connection: WebSocketConnection) -> None:
+        sending = asyncio.ensure_future(connection.send(b"x" * (16 * 1024 * 1024)))
+        async for message in connection:
+            received.append(message)
+            arrived.set()
+        with contextlib.suppress(ConnectionClosed):  # the client leaves without reading
+            await sending
+
+    server = WebSocketServer(handler, max_size=1 << 20, ping_interval=None)
+    await server.listen("127.0.0.1", 0)
+    reader, writer = await logged_in(server.sockets[0].getsockname()[1])
+    try:
+
+        async def delivered(count: int) -> bool:
+            while len(received) < count:
+                arrived.clear()
+                try:
+                    await asyncio.wait_for(arrived.wait(), 1.0)
+                except asyncio.TimeoutError:
+                    return False
+            return True
+
+        # The client reads nothing: the 16 MiB message fills the write buffer.
+        writer.write(client_frame(Opcode.TEXT, b"call while it drains"))
+        assert await delivered(1), "a client that does not ping must still be read"
+        writer.write(client_frame(Opcode.PING, b"now a pong must wait"))
+        await asyncio.sleep(0.3)  # one read each: a read's frames are parsed together
+        writer.write(client_frame(Opcode.TEXT, b"after the ping"))
+        assert not await delivered(2), "read on although a pong waits"
+        # Once the client reads, the pong goes out and reading goes on.
+        while (frame := await next_frame(reader))[0] != Opcode.PONG:
+            pass
+        assert frame[1] == b"now a pong must wait"
+        assert await delivered(2) and received[1] == "after the ping"
+    finally:
+        writer.close()
+        server.close()
+        await server.wait_closed()
