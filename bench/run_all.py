@@ -36,7 +36,7 @@ PERFORMANCE = REPO / "docs" / "performance.md"
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 ORDER = (
     "codec", "plugin_load", "agent", "boot", "runtime", "warm_start", "agent_perf",
-    "serial_link", "isolation", "evidence",
+    "serial_link", "isolation", "evidence", "film",
 )
 
 
@@ -46,6 +46,8 @@ def arguments(name: str, image: str, quick: bool) -> list[str]:
         "codec": ([], ["--seconds", "0.05"]),
         "plugin_load": ([], ["--runs", "5", "--imports", "3"]),
         "evidence": (["--image", image], ["--image", image, "--runs", "1"]),
+        # the film is of a desktop: the built-in one, whatever image the rest boots
+        "film": (["--image", "debian-desktop"], ["--image", "debian-desktop", "--seconds", "6"]),
         "agent": ([], ["--rounds", "30", "--no-serial"]),
         "boot": (["--image", image], ["--image", image, "--runs", "1"]),
         "runtime": ([image], [image]),
