@@ -24,7 +24,6 @@ from pytest_adare.forensics import entry as entry_module
 from pytest_adare.forensics import snapshot as snapshot_module
 from pytest_adare.forensics.snapshot import FsSnapshot, SnapshotFormatError, SnapshotPages
 
-pytestmark = pytest.mark.asyncio
 REPO = Path(__file__).resolve().parents[2]
 WAIT = 30.0
 
@@ -96,6 +95,7 @@ def _gnu_find() -> None:
         (False, ["{root}/a/"], "scandir"),
     ],
 )
+@pytest.mark.asyncio
 async def test_lines_equal_the_json_format_on_the_same_tree(
     client: Any, tree: Path, hash: bool, exclude: list[str] | None, lister: str
 ) -> None:
@@ -115,6 +115,7 @@ async def test_lines_equal_the_json_format_on_the_same_tree(
     assert lines[f"{tree}/dangling \udcfe"].target == "/no where/\udcff target"
 
 
+@pytest.mark.asyncio
 async def test_small_pages_hold_whole_records_and_add_up(client: Any, tree: Path) -> None:
     await _old(client, root_path=str(tree), hash=True)  # reading sets atimes once (relatime)
     whole = FsSnapshot.from_lines(await _pages(client, root_path=str(tree)), root=str(tree))
@@ -127,6 +128,7 @@ async def test_small_pages_hold_whole_records_and_add_up(client: Any, tree: Path
         assert FsSnapshot.from_lines(pages, root=str(tree)).entries == whole.entries
 
 
+@pytest.mark.asyncio
 async def test_the_root_alone_when_it_is_a_file_or_a_link(client: Any, tree: Path) -> None:
     for name in ("plain.txt", "link"):
         root = str(tree / name)
@@ -224,6 +226,7 @@ def unprivileged_agent() -> Iterator[tuple[str, Path]]:
         shutil.rmtree(base)
 
 
+@pytest.mark.asyncio
 async def test_unreadable_directories_are_reported_in_both_formats(
     unprivileged_agent: tuple[str, Path], strict_client_class: Any
 ) -> None:
@@ -246,6 +249,7 @@ async def test_unreadable_directories_are_reported_in_both_formats(
     assert f"{tree}/a" in lines  # the directory itself is listed, only its contents are not
 
 
+@pytest.mark.asyncio
 async def test_a_missing_root_an_unknown_cursor_and_a_bad_page_size_fail_clearly(
     client: Any, tmp_path: Path
 ) -> None:
@@ -261,6 +265,7 @@ async def test_a_missing_root_an_unknown_cursor_and_a_bad_page_size_fail_clearly
         SnapshotPages("/").add(unknown)
 
 
+@pytest.mark.asyncio
 async def test_a_listing_past_its_deadline_ends_with_an_error(client: Any) -> None:
     first = await client.ok(
         "get_filesystem_snapshot", format="lines", root_path="/usr", page_bytes=1, timeout=1
