@@ -211,8 +211,8 @@ class WebSocketServer:
             await asyncio.wait(lost)
 
     def _admit(self, protocol: _ServerProtocol) -> None:
-        """Count a new connection as pending, dropping the oldest pending one when full."""
-        same_peer = self._pending_by_peer.setdefault(protocol.peer_host, {})
+        """Count a new connection as pending, dropping the idlest pending one when full."""
+        same_peer = self._pending_by_peer.get(protocol.peer_host, {})
         if len(same_peer) >= self.max_handshakes_per_peer:
             full, limit = same_peer, f"{self.max_handshakes_per_peer} per address"
         elif len(self._pending) >= self.max_handshakes:
@@ -233,7 +233,8 @@ class WebSocketServer:
             )
             self._drop_pending(victim)
         self._pending[protocol] = None
-        same_peer[protocol] = None
+        # Looked up again: dropping the address's only other connection removed its entry.
+        self._pending_by_peer.setdefault(protocol.peer_host, {})[protocol] = None
 
     def _drop_pending(self, protocol: _ServerProtocol) -> None:
         self._settled(protocol)

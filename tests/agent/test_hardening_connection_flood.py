@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import os
 import re
 import resource
@@ -213,6 +214,31 @@ async def test_a_flood_from_one_address_leaves_other_addresses_their_handshake()
         assert head.startswith(b"HTTP/1.1 101 "), head
         for _r, writer in [*flood, (reader, patient)]:
             writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_the_total_limit_may_drop_the_only_other_connection_of_the_newcomer_s_address(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def handler(connection: Any) -> None:
+        await connection.wait_closed()
+
+    server = WebSocketServer(handler, max_size=1024, max_handshakes=2, max_handshakes_per_peer=2)
+    await server.listen("127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    clients = []
+    try:
+        for source in ("127.0.0.2", "127.0.0.3", "127.0.0.2"):  # the third drops the first
+            clients.append(await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0)))
+            await asyncio.sleep(0.1)
+        assert server.pending_handshakes == 2
+        for _reader, writer in clients:
+            writer.close()
+        await asyncio.sleep(0.2)
+        assert server.pending_handshakes == 0
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
     finally:
         server.close()
         await server.wait_closed()
