@@ -107,9 +107,6 @@ class Route:
     def at(self, x: int, y: int) -> tuple[int, int]:
         return x + self.shift, y + self.shift
 
-    def __repr__(self) -> str:
-        return f"Route({type(self.guest.aio.screen).__name__})"
-
 
 # Module scope groups the tests by route, the agent's first. Its pointer input must come
 # before the host's: once QEMU's USB tablet has put the pointer somewhere, X moves it back
