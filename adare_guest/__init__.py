@@ -2,7 +2,7 @@
 
 Only the standard library, :mod:`frame_codec` and ``pyserial`` are needed
 (``pyautogui`` for the GUI tools, imported lazily). The WebSocket server is the
-agent's own (:mod:`adare_guest.websocket_server`, standard library only).
+agent's own (:mod:`adare_guest.websocket.server`, standard library only).
 """
 
 __version__ = "0.1.0"

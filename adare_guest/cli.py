@@ -182,7 +182,7 @@ async def _await_first_bind(server: AdareVMServer, web: asyncio.Future[None], li
 def _serial_job(server: AdareVMServer, device: str) -> Any:
     # Imported here: without pyserial the WebSocket side must still run.
     try:
-        serial_transport = importlib.import_module("adare_guest.serial_transport")
+        serial_transport = importlib.import_module("adare_guest.serial.transport")
     except ImportError as exc:
         server.record_error(f"serial transport unavailable: {exc}")
         return None

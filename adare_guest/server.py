@@ -63,10 +63,10 @@ from adare_guest.tools.base import (
     tool,
     with_error_key,
 )
-from adare_guest.websocket_connection import ConnectionClosed, WebSocketConnection
-from adare_guest.websocket_frames import CloseCode
-from adare_guest.websocket_handshake import HttpResponse, Request
-from adare_guest.websocket_server import WebSocketServer
+from adare_guest.websocket.connection import ConnectionClosed, WebSocketConnection
+from adare_guest.websocket.frames import CloseCode
+from adare_guest.websocket.handshake import HttpResponse, Request
+from adare_guest.websocket.server import WebSocketServer
 from adare_guest.worker_pool import PoolExhausted, shared_pool
 
 log = logging.getLogger("adare_guest.server")

@@ -42,7 +42,7 @@ samples.sort()
 print(samples[len(samples) // 2] * 1000)
 """
 FIND_FIELDS = r"%y %s %m %U %G %i %T@ %A@ %C@ - %p\0%l\0"
-AGENT_MODULES = "adare_guest.cli, adare_guest.server, adare_guest.serial_transport"
+AGENT_MODULES = "adare_guest.cli, adare_guest.server, adare_guest.serial.transport"
 
 
 def p50_ms(fn: Any, n: int) -> float:

@@ -1,7 +1,7 @@
 """The host's client for the agent over the DV serial link (DESIGN §4), on asyncio.
 
 QEMU exposes the agent's serial port as a Unix stream socket; this client speaks the
-link layer of :mod:`adare_guest.serial_link` over it and offers the same interface as
+link layer of :mod:`adare_guest.serial.link` over it and offers the same interface as
 the WebSocket :class:`~pytest_adare.agent.websocket_client.AgentClient`::
 
     client = await SerialAgentClient.connect("/run/vm/agent-serial.sock")
@@ -35,7 +35,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, overload
 
-from adare_guest.serial_link import (
+from adare_guest.serial.link import (
     SEND_CHUNK,
     Answer,
     ErrorCode,

@@ -5,7 +5,7 @@ The zip holds ``adare_guest``, ``frame_codec`` and the pure-Python parts of
 ``serial`` (pyserial), copied from the host's installed packages; with ``gui=True``
 also ``pyautogui`` and its pure-Python dependencies (the guest brings
 ``python3-xlib`` and ``python3-pil`` itself). No compiled extension goes in. The
-agent's WebSocket server is its own (:mod:`adare_guest.websocket_server`, standard
+agent's WebSocket server is its own (:mod:`adare_guest.websocket.server`, standard
 library only), so the bundle does not carry ``websockets``, whose releases need a
 newer Python than the oldest guests have.
 

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from websockets.asyncio.client import connect
 
-from adare_guest.websocket_server import MAX_HANDSHAKES, WebSocketServer
+from adare_guest.websocket.server import MAX_HANDSHAKES, WebSocketServer
 
 pytestmark = pytest.mark.asyncio
 REPO = Path(__file__).resolve().parents[2]

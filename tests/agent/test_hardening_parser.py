@@ -25,8 +25,8 @@ from adare_guest.protocol import (
     nesting_depth,
     parse_message,
 )
-from adare_guest.serial_link import MessageReceived
-from adare_guest.serial_transport import LinkOutput, SerialTransport
+from adare_guest.serial.link import MessageReceived
+from adare_guest.serial.transport import LinkOutput, SerialTransport
 from adare_guest.server import AdareVMServer, Session
 from adare_guest.tools.base import CallContext, ParamError, ToolGroup, tool
 
@@ -49,8 +49,9 @@ json_scalars = st.one_of(
 )
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
     max_leaves=25,
 )
 ENVELOPE_KEYS = ["type", "id", "timestamp", "tool", "params", "success", "result", "error", "data"]

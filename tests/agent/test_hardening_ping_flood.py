@@ -18,9 +18,9 @@ import pytest
 from test_websocket_protocol import client_frame
 
 from adare_guest.server import AdareVMServer
-from adare_guest.websocket_connection import WRITE_LIMIT, ConnectionClosed, WebSocketConnection
-from adare_guest.websocket_frames import Opcode
-from adare_guest.websocket_server import WebSocketServer
+from adare_guest.websocket.connection import WRITE_LIMIT, ConnectionClosed, WebSocketConnection
+from adare_guest.websocket.frames import Opcode
+from adare_guest.websocket.server import WebSocketServer
 
 pytestmark = pytest.mark.asyncio
 FLOOD_BYTES = 64 * 1024 * 1024

@@ -15,7 +15,7 @@ import tracemalloc
 
 import pytest
 
-from adare_guest.websocket_frames import DataMessage, FrameParser, Opcode, apply_mask
+from adare_guest.websocket.frames import DataMessage, FrameParser, Opcode, apply_mask
 
 MiB = 1024 * 1024
 READ_SIZE = 256 * 1024

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adare_guest.protocol import ToolCall, encode_message, parse_message
-from adare_guest.serial_link import (
+from adare_guest.serial.link import (
     MAX_HOST_MESSAGE,
     POLL_CHUNK,
     SEND_CHUNK,

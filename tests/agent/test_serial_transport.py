@@ -25,7 +25,7 @@ import pytest_asyncio
 
 from adare_guest.config import AgentConfig
 from adare_guest.protocol import Event
-from adare_guest.serial_link import (
+from adare_guest.serial.link import (
     ErrorCode,
     Fragment,
     HostLink,
@@ -34,7 +34,7 @@ from adare_guest.serial_link import (
     Reassembler,
     RemoteError,
 )
-from adare_guest.serial_transport import CharDevicePort, SerialTransport, open_device
+from adare_guest.serial.transport import CharDevicePort, SerialTransport, open_device
 from adare_guest.server import AdareVMServer
 from frame_codec import DecodeEvent, FrameDecoder, Kind
 from pytest_adare.agent.serial_client import SerialAgentClient, SerialLinkChannel

@@ -24,8 +24,9 @@ from websockets.frames import Frame
 from websockets.frames import Opcode as RefOpcode
 from websockets.streams import StreamReader
 
-from adare_guest import websocket_frames, websocket_handshake
-from adare_guest.websocket_frames import (
+from adare_guest.websocket import frames as websocket_frames
+from adare_guest.websocket import handshake as websocket_handshake
+from adare_guest.websocket.frames import (
     MAX_CLOSE_REASON,
     Close,
     CloseCode,
@@ -42,7 +43,7 @@ from adare_guest.websocket_frames import (
     frame_header,
     parse_close_payload,
 )
-from adare_guest.websocket_handshake import (
+from adare_guest.websocket.handshake import (
     MAX_HEAD_BYTES,
     MAX_HEADERS,
     HandshakeError,

@@ -23,13 +23,13 @@ from websockets.streams import StreamReader
 
 from adare_guest.config import AgentConfig
 from adare_guest.server import AdareVMServer
-from adare_guest.websocket_connection import (
+from adare_guest.websocket.connection import (
     MAX_QUEUE_BYTES,
     ConnectionClosed,
     WebSocketConnection,
 )
-from adare_guest.websocket_frames import Opcode
-from adare_guest.websocket_server import WebSocketServer
+from adare_guest.websocket.frames import Opcode
+from adare_guest.websocket.server import WebSocketServer
 
 pytestmark = pytest.mark.asyncio
 WAIT = 10.0
@@ -557,7 +557,7 @@ async def test_a_client_that_does_not_finish_its_handshake_is_dropped(
 
 
 async def test_process_request_can_refuse_and_sees_the_headers(start_server: Starter) -> None:
-    from adare_guest.websocket_handshake import HttpResponse, Request
+    from adare_guest.websocket.handshake import HttpResponse, Request
 
     seen: list[tuple[list[str], Any]] = []
 

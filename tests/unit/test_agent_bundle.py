@@ -50,8 +50,8 @@ def test_bundle_holds_only_pure_python_agent_code() -> None:
         "adare_guest/cli.py",
         "frame_codec/__init__.py",
         "serial/serialposix.py",
-        "adare_guest/websocket_server.py",
-        "adare_guest/websocket_server.pyc",
+        "adare_guest/websocket/server.py",
+        "adare_guest/websocket/server.pyc",
     } <= set(names)
     assert not [n for n in names if n.endswith((".so", ".c", ".pyd"))]
     # The agent's WebSocket server is its own: websockets does not go in.
@@ -73,7 +73,7 @@ def test_a_plain_python_imports_the_agent_from_the_zip_without_site_packages() -
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "import adare_guest.server, serial, adare_guest.cli;"
-        "from adare_guest import websocket_server;"
+        "from adare_guest.websocket import server as websocket_server;"
         "from adare_guest.identity import bundle_hash;"
         "print(websocket_server.__file__); print(bundle_hash());"
         "print('websockets' in sys.modules, 'importlib.metadata' in sys.modules)"

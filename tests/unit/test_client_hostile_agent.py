@@ -23,7 +23,7 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 
 from adare_guest.protocol import Connect, ToolCall, ToolResult, encode_message, parse_message
-from adare_guest.serial_link import (
+from adare_guest.serial.link import (
     POLL_CHUNK,
     Fragment,
     GuestLink,

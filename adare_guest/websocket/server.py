@@ -1,9 +1,9 @@
 """A WebSocket server on asyncio and the standard library only (runs on Python 3.9).
 
 :func:`serve` listens and, for every client, reads the opening handshake
-(:mod:`adare_guest.websocket_handshake`), lets ``process_request`` refuse it with an
+(:mod:`adare_guest.websocket.handshake`), lets ``process_request`` refuse it with an
 HTTP response (authentication), accepts it with 101 and runs ``handler(connection)``
-(:class:`~adare_guest.websocket_connection.WebSocketConnection`) in its own task.
+(:class:`~adare_guest.websocket.connection.WebSocketConnection`) in its own task.
 When the handler returns, the connection is closed (1000; 1011 when it raised).
 
 Bounds: a client gets ``handshake_timeout`` seconds to send its whole request head,
@@ -39,9 +39,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Optional
 
 from adare_guest.repeated_log import RepeatedLog
-from adare_guest.websocket_connection import WebSocketConnection
-from adare_guest.websocket_frames import CloseCode
-from adare_guest.websocket_handshake import (
+from adare_guest.websocket.connection import WebSocketConnection
+from adare_guest.websocket.frames import CloseCode
+from adare_guest.websocket.handshake import (
     HandshakeError,
     HttpResponse,
     Request,

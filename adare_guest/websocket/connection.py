@@ -2,7 +2,7 @@
 
 :class:`WebSocketConnection` sits on an asyncio transport whose protocol forwards
 ``data_received``, ``eof_received``, ``connection_lost``, ``pause_writing`` and
-``resume_writing`` to it (:mod:`adare_guest.websocket_server` does). Its contract:
+``resume_writing`` to it (:mod:`adare_guest.websocket.server` does). Its contract:
 
 - :meth:`~WebSocketConnection.send`: ``str`` goes out as one text frame, ``bytes`` as
   one binary frame. It returns once the transport's write buffer is below
@@ -11,11 +11,11 @@
   the server sent its close frame or the connection is lost.
 - :meth:`~WebSocketConnection.recv` and ``async for``: messages in arrival order
   (a text message over ``max_text`` bytes as its UTF-8 ``bytes``, see
-  :class:`~adare_guest.websocket_frames.FrameParser`).
+  :class:`~adare_guest.websocket.frames.FrameParser`).
   When ``max_queue`` messages or ``max_queue_bytes`` bytes wait unread, the socket is
   no longer read (TCP pushes back on the client) until a quarter of that is left
   (checked after each read from the socket: what that read completed is queued too).
-  Once the client closed, broke the protocol (:mod:`adare_guest.websocket_frames`:
+  Once the client closed, broke the protocol (:mod:`adare_guest.websocket.frames`:
   the connection is closed with 1002, 1007 or 1009) or the connection was lost,
   the queued messages are still delivered, then ``recv`` raises
   :class:`ConnectionClosed` and ``async for`` ends.
@@ -43,7 +43,7 @@ import logging
 import os
 from typing import Any
 
-from adare_guest.websocket_frames import (
+from adare_guest.websocket.frames import (
     Close,
     CloseCode,
     DataMessage,

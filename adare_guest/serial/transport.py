@@ -1,7 +1,7 @@
 """The agent's serial transport: a blocking device loop in a thread feeding the link layer.
 
 One thread owns the device (pyserial, raw 8N1, or a plain character device such as a
-virtio-serial port) and the :class:`~adare_guest.serial_link.GuestLink` state machine,
+virtio-serial port) and the :class:`~adare_guest.serial.link.GuestLink` state machine,
 so fragments, polls and pings are answered without a trip through the event loop
 (each such trip costs milliseconds in a TCG guest). Complete messages and session
 changes go to the asyncio loop, where the server session handles them.
@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import serial
 
-from adare_guest.serial_link import (
+from adare_guest.serial.link import (
     BinaryReceived,
     GuestLink,
     LinkError,
