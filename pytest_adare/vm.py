@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, S
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from PIL import Image
 
@@ -63,22 +63,31 @@ from pytest_adare.errors import (
 )
 from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.forensics.evidence_bundle import BundleFacts, write_bundle
+from pytest_adare.forensics.evidence_capture import capture_evidence
 from pytest_adare.guest import AsyncGuest, Guest, tool_result
 from pytest_adare.image.agent_bundle import AgentBundle, build_agent_bundle
 from pytest_adare.image.manifest import ImageManifest
-from pytest_adare.libvirt_backend.machine import LibvirtMachine, libvirt_machine_factory
+from pytest_adare.libvirt_backend.machine import libvirt_machine_factory
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.qemu.accel import AccelRequest, choose_accel
+from pytest_adare.machine.base import (
+    Capability,
+    MachineBackend,
+    MachineFactory,
+    MachineImage,
+    require,
+)
+from pytest_adare.machine.results import (
+    CAPTURE_MAX_BYTES,
+    CAPTURE_SNAPLEN,
+    DUMP_TIMEOUT,
+    DiskFormat,
+    DumpFormat,
+    NetworkCapture,
+)
+from pytest_adare.qemu.accel import choose_accel
 from pytest_adare.qemu.argv import agent_link_for
-from pytest_adare.qemu.capture import DEFAULT_MAX_BYTES as CAPTURE_MAX
-from pytest_adare.qemu.capture import DEFAULT_SNAPLEN, NetworkCapture, network_capture
-from pytest_adare.qemu.disk_export import DiskFormat, export_disk
-from pytest_adare.qemu.evidence_capture import capture_evidence
-from pytest_adare.qemu.machine import Machine, MachineImage
-from pytest_adare.qemu.memory_dump import DUMP_TIMEOUT, DumpFormat, dump_guest_memory
-from pytest_adare.qemu.migration import load_state
+from pytest_adare.qemu.machine import Machine
 from pytest_adare.qemu.qga import AsyncQGAClient
-from pytest_adare.qemu.run_state import resume_guest
 from pytest_adare.qemu.saved_state import (
     SavedState,
     discard_state,
@@ -103,28 +112,6 @@ LISTEN_PROBE_TIMEOUT = 120.0
 """Bound on waiting for the agent to report (over serial) that it listens."""
 LISTEN_PING_FIRST_TIMEOUT = 1.0
 LISTEN_PING_MAX_TIMEOUT = 3.0
-
-
-class MachineFactory(Protocol):
-    """Makes a VM's (not yet started) machine; the :class:`Machine` class is one."""
-
-    def __call__(
-        self,
-        manifest: MachineImage,
-        workdir: Path,
-        *,
-        memory_mib: int | None,
-        cpus: int | None,
-        accel: AccelRequest,
-        network: bool,
-        fw_cfg: Mapping[str, Path] | None,
-        name: str,
-        rtc_base: str | None = None,
-        incoming: bool = False,
-        agent_link: Literal["uart", "virtio"] = "uart",
-        firmware: str = "bios",
-        seed: Path | None = None,
-    ) -> Machine: ...
 
 
 QGAFactory = Callable[[Path], AsyncQGAClient]
@@ -208,7 +195,7 @@ class VM:
         self.last_restore: dict[str, float] = {}
         """Seconds each step of the last :meth:`restore_ready` took: ``disconnect``,
         ``loadvm``, ``reconnect`` (empty before the first)."""
-        self._machine: Machine | None = None
+        self._machine: MachineBackend | None = None
         self._bundle: AgentBundle | None = None
         self._qga: AsyncQGAClient | None = None
         self._guest: Guest | None = None
@@ -262,8 +249,10 @@ class VM:
         return self._guest
 
     @property
-    def machine(self) -> Machine:
-        """The QEMU machine. :raise AdareError: before :meth:`start`."""
+    def machine(self) -> MachineBackend:
+        """The machine (a :class:`~pytest_adare.machine.base.MachineBackend`).
+
+        :raise AdareError: before :meth:`start`."""
         if self._machine is None:
             raise AdareError(f"VM {self.name} has no machine yet (start() it first)")
         return self._machine
@@ -337,7 +326,7 @@ class VM:
 
     def _make_machine(
         self, image: MachineImage, fw_cfg: Mapping[str, Path], **extra: Any
-    ) -> Machine:
+    ) -> MachineBackend:
         """This VM's (unstarted) machine for ``image``: what every start shares, plus
         ``extra`` (the cold boot's firmware, seed and clock; the warm start's ``incoming``)."""
         return self._new_machine(
@@ -407,7 +396,7 @@ class VM:
         return True
 
     async def _awarm_ready(self, saved: SavedState, started: float) -> None:
-        await load_state(self.machine, saved.state, self.options.boot_timeout)
+        await self.machine.aload_state(saved.state, self.options.boot_timeout)
         self._phase("warm", started, f"ready state {saved.key[:12]} loaded")
         t = time.monotonic()
         connection = await self._aconnect(saved.meta["agent_token"])
@@ -442,9 +431,7 @@ class VM:
             detail = f"ready state not saved: {str(error).splitlines()[0]}"
         self._phase("warm-save", t, detail)
 
-    async def _asave_warm(
-        self, key: str, initrd: Path | None, fw_cfg: Mapping[str, Path]
-    ) -> None:
+    async def _asave_warm(self, key: str, initrd: Path | None, fw_cfg: Mapping[str, Path]) -> None:
         files, names = boot_files(initrd, fw_cfg)
         await self._adisconnect()
         try:
@@ -459,7 +446,7 @@ class VM:
                 },
             )
         finally:
-            await self.machine.aqmp("cont")
+            await self.machine.aresume()
             await self._areconnect()
 
     async def _aready(self, hand_off: str) -> None:
@@ -796,8 +783,8 @@ class VM:
     # -- evidence ---------------------------------------------------------------------------
 
     def screendump(self) -> Image.Image:
-        """The guest display via QMP (no agent needed)."""
-        return self.machine.screendump()
+        """The guest display as the hypervisor sees it (no agent needed)."""
+        return self._run(self.machine.ascreendump())
 
     def wait_for_console(self, pattern: str | re.Pattern[str], timeout: float = 60.0) -> str:
         """Wait until a line of the guest's console (the serial console the kernel and
@@ -836,11 +823,14 @@ class VM:
     # -- evidence from the hypervisor (mechanics in qemu/, the manifest in forensics/) ------
 
     def network_capture(
-        self, path: str | Path, *, snaplen: int = DEFAULT_SNAPLEN, max_bytes: int = CAPTURE_MAX
-    ) -> contextlib.AbstractContextManager[NetworkCapture]:
+        self, path: str | Path, *, snaplen: int = CAPTURE_SNAPLEN,
+        max_bytes: int = CAPTURE_MAX_BYTES,
+    ) -> contextlib.AbstractContextManager[NetworkCapture]:  # fmt: skip
         """``with vm.network_capture("net.pcap") as cap:`` the guest's traffic as pcap."""
-        return self._sync_context(network_capture(self.machine, path, snaplen=snaplen,
-                                                  max_bytes=max_bytes))  # fmt: skip
+        require(self.machine, Capability.NETWORK_CAPTURE)
+        return self._sync_context(
+            self.machine.network_capture(path, snaplen=snaplen, max_bytes=max_bytes)
+        )
 
     @contextlib.contextmanager
     def _sync_context(self, manager: contextlib.AbstractAsyncContextManager[T]) -> Iterator[T]:
@@ -855,21 +845,20 @@ class VM:
         timeout: float = DUMP_TIMEOUT,
     ) -> Path:  # fmt: skip
         """The guest's RAM to ``path`` (paused; resumed after unless ``resume=False``)."""
-        if isinstance(self.machine, LibvirtMachine):  # libvirt dumps on its host, we fetch it
-            fetched = self.machine.adump_memory(path, format, resume=resume, timeout=timeout)
-            return self._run(fetched).path
-        dump = dump_guest_memory(self.machine, path, format=format, resume=resume, timeout=timeout)
+        require(self.machine, Capability.MEMORY_DUMP)
+        dump = self.machine.adump_memory(path, format, resume=resume, timeout=timeout)
         return self._run(dump).path
 
     def export_disk(self, path: str | Path, format: DiskFormat = "raw") -> Path:
         """The guest's disk now (file systems frozen by qemu-ga, else synced) to ``path``."""
-        exported = export_disk(self.machine, path, format=format, qga=self._freezer(),
-                               flush=self._agent_sync)  # fmt: skip
+        require(self.machine, Capability.DISK_EXPORT)
+        exported = self.machine.aexport_disk(path, format, qga=self._freezer(),
+                                             flush=self._agent_sync)  # fmt: skip
         return self._run(exported).path
 
     def resume(self) -> None:
         """Let a guest paused by ``dump_memory(..., resume=False)`` run again."""
-        self._run(resume_guest(self.machine))
+        self._run(self.machine.aresume())
 
     def collect_evidence(
         self, dest: str | Path, memory: bool = True, disk: bool = True, pcap: bool = True,

@@ -29,6 +29,9 @@ REPO = Path(__file__).resolve().parents[1]
 PLUGIN_MARKER_ARGUMENTS = {
     "image": "the image (as `--adare-vm`): a test whose VM differs from the session's gets "
     "its own VM, shared with other tests asking for the same",
+    "images": "a list of images (short names or specs): the test runs once per image; narrows "
+    "the session's `--adare-vm` list (an image outside it is a collection error) or, with none "
+    "on the command line, sets it ([matrix](matrix.md))",
     "gui": "`True` needs an image with a desktop; `\"auto\"`/`\"agent\"`/`\"host\"` needs "
     "one and picks the GUI backend (as `--adare-gui`)",
     "os": '`"linux"` or `"windows"`: needs that guest OS',

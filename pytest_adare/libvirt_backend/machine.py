@@ -1,6 +1,6 @@
-"""``LibvirtMachine``: one guest as a transient libvirt domain, with the methods the VM
-uses of a :class:`~pytest_adare.qemu.machine.Machine` (start, shutdown, bounded waits,
-the console, snapshots, QMP passthrough, screendump and input).
+"""``LibvirtMachine``: one guest as a transient libvirt domain, a
+:class:`~pytest_adare.machine.base.MachineBackend` (start, shutdown, bounded waits,
+the console, snapshots, screendump and input, a memory dump, the disk).
 
 What goes where:
 
@@ -8,19 +8,23 @@ What goes where:
   image's kernel with the VM's initrd (the agent's hand-off) over a per-VM overlay;
 - console: serial0's stream, read from the moment the domain exists (it is created
   paused, the stream opened, then resumed) into the same
-  :class:`~pytest_adare.qemu.console.ConsoleCapture` the QEMU backend uses;
+  :class:`~pytest_adare.machine.console.ConsoleCapture` the QEMU backend uses;
 - agent serial link: a :class:`~.streams.StreamBridge` socket at :attr:`agent_serial_path`
   (the ISA serial port's console stream, or the virtio-serial channel's stream);
 - QGA: a :class:`~.qga_proxy.QgaProxy` socket at :attr:`qga_path`
   (``virDomainQemuAgentCommand``);
 - snapshots: internal snapshots with memory (``virDomainSnapshotCreateXML``, revert);
 - screen: ``virDomainScreenshot``; input: QMP ``input-send-event`` through libvirt's
-  QMP passthrough; QMP/HMP: ``virDomainQemuMonitorCommand``;
+  QMP passthrough (``virDomainQemuMonitorCommand``, used only in this module);
+- pause: ``virDomainSuspend``/``Resume``; memory: ``virDomainCoreDumpWithFormat``;
 - death: a watcher polls the domain state (and is woken when the console stream ends),
   so every bounded wait ends at once with :class:`VMDied` when the domain is gone.
 
-Not supported here (a clear :class:`AdareError`): fw_cfg hand-off, a cloud-init seed,
-UEFI firmware, loading a warm-start state.
+Not supported here (:class:`~pytest_adare.machine.base.UnsupportedFeature`, named in
+:attr:`LibvirtMachine.capabilities` by its absence): fw_cfg hand-off, a cloud-init seed,
+UEFI firmware, saving or loading a whole state (warm start), a network capture (QEMU
+would write the file on the hypervisor's host as its own user), setting the link, a
+hard reset (a reboot ends the domain), keeping the disk (it is a volume of the domain).
 """
 
 from __future__ import annotations
@@ -30,19 +34,19 @@ import contextlib
 import io
 import json
 import os
-import re
 import socket
 import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Awaitable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from PIL import Image
 
-from pytest_adare.errors import AdareError, SnapshotError, VMDied
+from pytest_adare.errors import AdareError, SnapshotError
 from pytest_adare.libvirt_backend.connection import (
     HypervisorError,
     error_text,
@@ -69,26 +73,44 @@ from pytest_adare.libvirt_backend.storage import (
     virtual_size,
 )
 from pytest_adare.libvirt_backend.streams import StreamBridge, StreamPump
-from pytest_adare.loop_thread import shared_loop
-from pytest_adare.qemu import input_events
+from pytest_adare.machine.base import (
+    Capability,
+    MachineBackend,
+    MachineCommandError,
+    MachineFactory,
+    MachineImage,
+    unsupported,
+)
+from pytest_adare.machine.console import ConsoleCapture
+from pytest_adare.machine.core import MachineCore, check_tag
+from pytest_adare.machine.results import (
+    CAPTURE_MAX_BYTES,
+    CAPTURE_SNAPLEN,
+    DUMP_FORMATS,
+    DUMP_TIMEOUT,
+    DiskExport,
+    DiskFormat,
+    DumpFormat,
+    Flush,
+    FreezeAgent,
+    MemoryDump,
+    MemoryDumpFailed,
+    NetworkCapture,
+    new_file_target,
+)
 from pytest_adare.qemu.accel import AccelRequest, choose_accel
-from pytest_adare.qemu.bounded_wait import bounded_wait
-from pytest_adare.qemu.console import ConsoleCapture
-from pytest_adare.qemu.machine import MachineImage
-from pytest_adare.qemu.memory_dump import DUMP_TIMEOUT, DumpFormat, MemoryDump, new_file_target
+from pytest_adare.qemu.disk_export import export_disk
 
 T = TypeVar("T")
 STATE_POLL = 1.0
 """Seconds between domain state checks while the machine runs."""
 MAX_SCREENSHOT_BYTES = 64 << 20
 """Bound on one screenshot from the hypervisor."""
-TYPE_KEY_INTERVAL = 0.05
-UNSUPPORTED = "not supported on the libvirt backend"
-_FILE_ON_THE_HYPERVISOR = {
-    "dump-guest-memory": "a memory dump to a file (use vm.dump_memory: virDomainCoreDump)",
-    "object-add": "a network capture (pcap, filter-dump)",
-    "migrate": "saving the VM state to a file",
-}
+BACKEND = "libvirt"
+# What every domain can do; exporting the disk needs the overlay readable here (local).
+_CAPABILITIES = frozenset(
+    {Capability.SCREENDUMP, Capability.INPUT, Capability.SNAPSHOT, Capability.MEMORY_DUMP}
+)
 _DUMP_FORMATS = {
     "elf": "VIR_DOMAIN_CORE_DUMP_FORMAT_RAW",
     "kdump-zlib": "VIR_DOMAIN_CORE_DUMP_FORMAT_KDUMP_ZLIB",
@@ -98,12 +120,16 @@ _DUMP_FORMATS = {
 }
 
 
-class LibvirtMachine:
+class LibvirtMachine(MachineCore):
     """One guest as a transient domain on the libvirt daemon at ``uri``.
 
     Constructed like :class:`~pytest_adare.qemu.machine.Machine` (the VM's machine
     factory signature) plus ``uri``; ``workdir`` gets ``console.log``.
     """
+
+    backend = BACKEND
+    # Monitor passthrough and the guest's PS/2 queue both need a slower pace than QEMU's.
+    type_key_interval = 0.05
 
     def __init__(
         self,
@@ -125,7 +151,7 @@ class LibvirtMachine:
         agent_serial_device: str | None = None,
         agent_link: str = "uart",  # the domain XML follows agent_serial_device itself
     ) -> None:
-        unsupported = [
+        refused = [
             what
             for what, asked in (
                 ("fw_cfg hand-off", bool(fw_cfg)),
@@ -137,8 +163,8 @@ class LibvirtMachine:
             )
             if asked
         ]
-        if unsupported:
-            raise AdareError(f"{', '.join(unsupported)}: {UNSUPPORTED} (yet)")
+        if refused:
+            raise unsupported(BACKEND, ", ".join(refused))
         self.manifest = manifest
         self.workdir = Path(workdir).resolve()
         self.name = name
@@ -176,6 +202,12 @@ class LibvirtMachine:
 
     # ------------------------------------------------------------------ paths
     @property
+    def capabilities(self) -> frozenset[Capability]:
+        """Screendump, input, snapshots, a memory dump; exporting the disk when local."""
+        local = {Capability.DISK_EXPORT} if is_local(self.uri) else set()
+        return _CAPABILITIES | local
+
+    @property
     def socket_dir(self) -> Path:
         if self._socket_dir is None:
             self._socket_dir = Path(tempfile.mkdtemp(prefix="adare-lv-"))
@@ -198,21 +230,13 @@ class LibvirtMachine:
         :raise AdareError: the hypervisor is remote, or the machine never started.
         """
         if not is_local(self.uri):
-            raise AdareError(f"the disk on {self.uri} (export, keep): {UNSUPPORTED} for a "
-                             "remote hypervisor")  # fmt: skip
+            raise unsupported(BACKEND, f"the disk of a domain on the remote {self.uri}")
         if self._overlay_path is None:
             raise AdareError(f"machine {self.name} has no overlay (start() it first)")
         return self._overlay_path
 
-    @property
-    def qmp_path(self) -> Path:
-        raise AdareError(f"a QMP socket: {UNSUPPORTED} (QMP goes through libvirt)")
-
-    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        return shared_loop().run(coro, timeout)
-
     # -------------------------------------------------------------- lifecycle
-    def start(self) -> LibvirtMachine:
+    def start(self) -> MachineBackend:
         """Upload what the pool lacks, create the domain paused, attach, resume.
 
         :raise VMLaunchError: the hypervisor, its pool or the domain failed (libvirt's reason).
@@ -237,8 +261,7 @@ class LibvirtMachine:
             self._domain = self._conn.createXML(self.domain_xml, libvirt.VIR_DOMAIN_START_PAUSED)
         except libvirt.libvirtError as exc:
             raise HypervisorError(
-                f"libvirt ({self.uri}) could not start domain {self.domain_name}: "
-                f"{error_text(exc)}"
+                f"libvirt ({self.uri}) could not start domain {self.domain_name}: {error_text(exc)}"
             ) from None
         self._console = ConsoleCapture(self.console_log_path)
         self._died = asyncio.Event()
@@ -259,9 +282,11 @@ class LibvirtMachine:
             self.accel, self.accel_reason = choice.accel, f"libvirt {self.uri}; {choice.reason}"
         else:
             self.accel = "kvm" if self._accel_request == "kvm" else "tcg"
-            self.accel_reason = f"libvirt {self.uri}; accel: {self.accel} (" + (
-                "asked for" if self._accel_request != "auto" else "auto on a remote host: TCG"
-            ) + ")"
+            self.accel_reason = (
+                f"libvirt {self.uri}; accel: {self.accel} ("
+                + ("asked for" if self._accel_request != "auto" else "auto on a remote host: TCG")
+                + ")"
+            )
         return "kvm" if self.accel == "kvm" else "qemu"
 
     def _domain_config(self, domain_type: DomainType) -> DomainConfig:
@@ -309,6 +334,7 @@ class LibvirtMachine:
         await asyncio.to_thread(
             self._domain.openConsole, "serial0", stream, libvirt.VIR_DOMAIN_CONSOLE_FORCE
         )
+
         def on_data(data: bytes) -> None:
             loop.call_soon_threadsafe(console.data_received, data)
 
@@ -361,11 +387,6 @@ class LibvirtMachine:
             return f"domain {self.domain_name} crashed (libvirt reason {reason})"
         return None
 
-    def _mark_dead(self, reason: str) -> None:
-        if self._died is not None and not self._died.is_set():
-            self._death_reason = reason
-            self._died.set()
-
     def shutdown(self, timeout: float = 10.0) -> None:
         """Destroy the domain (transient: it is gone) and remove the VM's volumes."""
         libvirt = libvirt_module()
@@ -408,7 +429,7 @@ class LibvirtMachine:
         """Same as :meth:`shutdown`: destroying a domain is immediate."""
         self.shutdown()
 
-    def __enter__(self) -> LibvirtMachine:
+    def __enter__(self) -> MachineBackend:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
@@ -418,97 +439,80 @@ class LibvirtMachine:
     def is_running(self) -> bool:
         return self._domain is not None and self._died is not None and not self._died.is_set()
 
-    def check_alive(self) -> None:
-        """:raise VMDied: with the reason and the console tail, when not running."""
-        if not self.is_running():
-            raise VMDied(self._down_reason(), self.console_tail())
-
-    def _down_reason(self) -> str:
-        if self._died is None:
-            return f"machine {self.name} not started"
-        return self._death_reason or f"machine {self.name} was shut down"
-
-    async def bounded(self, coro: Awaitable[T], timeout: float, what: str) -> T:
-        """Await ``coro`` for at most ``timeout`` s, ending at once if the domain dies.
-
-        :raise VMDied: the domain went away first. :raise VMTimeout: naming ``what``.
-        """
-        if self._died is None:
-            raise VMDied(self._down_reason(), self.console_tail())
-        return await bounded_wait(
-            coro, timeout, what, died=self._died,
-            death_reason=lambda: self._death_reason, console_tail=self.console_tail,
-        )  # fmt: skip
-
-    # ---------------------------------------------------------------- console
-    def console_tail(self, n: int = 40) -> list[str]:
-        return self._console.tail(n) if self._console is not None else []
-
-    def console_mark(self) -> int:
-        return self._console.mark() if self._console is not None else 0
-
-    async def await_for_console(
-        self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
-    ) -> re.Match[str]:
-        if self._console is None:
-            raise VMDied(self._down_reason(), self.console_tail())
-        regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
-        future = self._console.wait_for(regex, since)
-        return await self.bounded(future, timeout, f"console output matching {regex.pattern!r}")
-
-    def wait_for_console(
-        self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
-    ) -> re.Match[str]:
-        """Wait until a console line matches ``pattern`` (see ``Machine.wait_for_console``)."""
-        return self._run(self.await_for_console(pattern, timeout, since))
-
     def console_write(self, data: bytes | str) -> None:
         """Type into the guest's serial console (the console stream's input)."""
         self.check_alive()
         assert self._pump is not None
         self._pump.send(data.encode() if isinstance(data, str) else data)
 
-    # ---------------------------------------------------------------- QMP/HMP
-    async def aqmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
-        """A QMP command through libvirt's passthrough; its ``return`` value. ``screendump``
-        (the failure film asks for it) is taken with ``virDomainScreenshot`` and written
-        here; commands that would write a file on the hypervisor are refused.
+    # ------------------------------------------------------ monitor passthrough
+    async def _aqmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
+        """A QMP command through libvirt's passthrough; its ``return`` value.
 
-        :raise AdareError: QEMU answered with an error. :raise VMDied: not running.
+        :raise MachineCommandError: QEMU answered with an error. :raise VMDied: not running.
         """
         self.check_alive()
-        if cmd == "screendump":  # the file is wanted here: take it through libvirt
-            image = await self.ascreendump(timeout)
-            await asyncio.to_thread(image.save, args["filename"], "PNG")
-            return {}
-        refused = _FILE_ON_THE_HYPERVISOR.get(cmd)
-        if refused is not None and (cmd != "object-add" or args.get("qom-type") == "filter-dump"):
-            raise AdareError(f"{refused} through QMP: {UNSUPPORTED} (QEMU would write the "
-                             "file on the hypervisor's host as its own user)")  # fmt: skip
         text = json.dumps({"execute": cmd, **({"arguments": args} if args else {})})
         answer = await self.bounded(
-            asyncio.to_thread(self._monitor, text, 0), timeout, f"QMP command {cmd}"
+            asyncio.to_thread(self._monitor, text, cmd), timeout, f"QMP command {cmd}"
         )
         reply = json.loads(answer)
         if "error" in reply:
-            raise AdareError(f"QMP {cmd} failed: {reply['error'].get('desc', reply['error'])}")
+            why = reply["error"].get("desc", reply["error"])
+            raise MachineCommandError(f"QMP {cmd} failed: {why}", command=cmd, reply=reply)
         return reply.get("return")
 
-    def _monitor(self, text: str, flags: int) -> str:
+    def _monitor(self, text: str, cmd: str) -> str:
         libvirt = libvirt_module()
         try:
-            return str(libvirt_qemu_module().qemuMonitorCommand(self._domain, text, flags))
+            return str(libvirt_qemu_module().qemuMonitorCommand(self._domain, text, 0))
         except libvirt.libvirtError as exc:
-            raise AdareError(f"libvirt monitor command failed: {error_text(exc)}") from None
+            raise MachineCommandError(
+                f"libvirt monitor command {cmd} failed: {error_text(exc)}", command=cmd
+            ) from None
 
-    def qmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
-        return self._run(self.aqmp(cmd, timeout, **args))
+    async def _ahmp(self, line: str, timeout: float = 60.0) -> str:
+        return str(await self._aqmp("human-monitor-command", timeout, **{"command-line": line}))
 
-    async def ahmp(self, line: str, timeout: float = 60.0) -> str:
-        return str(await self.aqmp("human-monitor-command", timeout, **{"command-line": line}))
+    # -------------------------------------------------------------- run state
+    @asynccontextmanager
+    async def _paused(self, resume: bool) -> AsyncIterator[float]:
+        was_running = await asyncio.to_thread(self._domain_running)
+        if was_running:
+            await asyncio.to_thread(self._call, "suspend")
+        try:
+            yield time.time()
+        finally:
+            if was_running and resume and self.is_running():
+                await asyncio.to_thread(self._call, "resume")
 
-    def hmp(self, line: str, timeout: float = 60.0) -> str:
-        return self._run(self.ahmp(line, timeout))
+    def paused(self, *, resume: bool = True) -> AbstractAsyncContextManager[float]:
+        """``async with machine.paused():`` the domain suspended (``virDomainSuspend``);
+        yields the host's epoch time at the pause. A domain already paused stays so."""
+        return self._paused(resume)
+
+    async def aresume(self) -> None:
+        """Let a paused domain run again; nothing when it runs."""
+        self.check_alive()
+        if not await asyncio.to_thread(self._domain_running):
+            await asyncio.to_thread(self._call, "resume")
+
+    def _domain_running(self) -> bool:
+        self.check_alive()
+        return bool(self._domain.state(0)[0] == libvirt_module().VIR_DOMAIN_RUNNING)
+
+    def _call(self, method: str) -> None:
+        libvirt = libvirt_module()
+        try:
+            getattr(self._domain, method)()
+        except libvirt.libvirtError as exc:
+            raise MachineCommandError(
+                f"{method} of {self.domain_name}: {error_text(exc)}", command=method
+            ) from None
+
+    async def areset(self, timeout: float = 60.0) -> None:
+        """:raise UnsupportedFeature: a reboot ends the domain; use ``vm.reboot()``."""
+        raise self._unsupported(Capability.RESET)
 
     # -------------------------------------------------------------- snapshots
     async def asavevm(self, tag: str, timeout: float = 120.0) -> None:
@@ -517,7 +521,8 @@ class LibvirtMachine:
         :raise SnapshotError: libvirt refused (its reason).
         """
         self.check_alive()
-        await self.bounded(asyncio.to_thread(self._save, tag), timeout, f"snapshot {tag}")
+        await self.bounded(asyncio.to_thread(self._save, check_tag(tag)), timeout,
+                           f"snapshot {tag}")  # fmt: skip
 
     def _save(self, tag: str) -> None:
         libvirt = libvirt_module()
@@ -529,9 +534,6 @@ class LibvirtMachine:
             why = error_text(exc)
             raise SnapshotError(f"snapshot {tag} of {self.domain_name}: {why}") from None
 
-    def savevm(self, tag: str, timeout: float = 120.0) -> None:
-        self._run(self.asavevm(tag, timeout))
-
     async def aloadvm(self, tag: str, timeout: float = 120.0) -> None:
         """Return to snapshot ``tag``; the guest runs on from there.
 
@@ -542,25 +544,29 @@ class LibvirtMachine:
 
         :raise SnapshotError: no such snapshot, or QEMU refused.
         """
-        output = (await self.ahmp(f"loadvm {tag}", timeout)).strip()
+        output = (await self._ahmp(f"loadvm {check_tag(tag)}", timeout)).strip()
         if output:  # loadvm prints nothing on success, an error otherwise
             raise SnapshotError(f"'loadvm {tag}' on {self.domain_name} failed: {output}")
 
-    def loadvm(self, tag: str, timeout: float = 120.0) -> None:
-        self._run(self.aloadvm(tag, timeout))
+    async def asave_state(self, path: Path, timeout: float = 120.0) -> int:
+        """:raise UnsupportedFeature: the state file would be written on the hypervisor."""
+        raise self._unsupported(Capability.MIGRATION)
 
-    async def areset(self, timeout: float = 60.0) -> None:
-        raise AdareError(f"reset(): {UNSUPPORTED} (a reboot ends the domain; use vm.reboot())")
-
-    def reset(self, timeout: float = 60.0) -> None:
-        self._run(self.areset(timeout))
+    async def aload_state(self, path: Path, timeout: float = 120.0) -> None:
+        """:raise UnsupportedFeature: see :meth:`asave_state`."""
+        raise self._unsupported(Capability.MIGRATION)
 
     # ---------------------------------------------------------- host-side GUI
-    async def ascreendump(self, timeout: float = 30.0) -> Image.Image:
-        """The display via ``virDomainScreenshot`` (PPM or PNG, as the hypervisor sends)."""
+    async def ascreendump_png(self, timeout: float = 30.0) -> bytes:
+        """The display via ``virDomainScreenshot``, as PNG (a PPM is re-encoded).
+
+        :raise MachineCommandError: libvirt failed, or the screenshot is too large.
+        """
         self.check_alive()
         data = await self.bounded(asyncio.to_thread(self._screenshot), timeout, "a screenshot")
-        return await asyncio.to_thread(_decode_image, data)
+        if data.startswith(b"\x89PNG"):
+            return data
+        return await asyncio.to_thread(_to_png, data)
 
     def _screenshot(self) -> bytes:
         libvirt = libvirt_module()
@@ -575,14 +581,24 @@ class LibvirtMachine:
                     break
                 total += len(data)
                 if total > MAX_SCREENSHOT_BYTES:
-                    raise AdareError(f"a screenshot above {MAX_SCREENSHOT_BYTES} bytes")
+                    raise MachineCommandError(
+                        f"a screenshot above {MAX_SCREENSHOT_BYTES} bytes", command="screenshot"
+                    )
                 chunks.append(data)
             stream.finish()
         except libvirt.libvirtError as exc:
             with contextlib.suppress(libvirt.libvirtError):
                 stream.abort()
-            raise AdareError(f"screenshot of {self.domain_name}: {error_text(exc)}") from None
+            raise MachineCommandError(
+                f"screenshot of {self.domain_name}: {error_text(exc)}", command="screenshot"
+            ) from None
         return b"".join(chunks)
+
+    # --------------------------------------------------------------- evidence
+
+    async def asend_input(self, events: list[dict[str, Any]]) -> None:
+        """Raw ``input-send-event`` events through the QMP passthrough."""
+        await self._aqmp("input-send-event", 30.0, events=events)
 
     # --------------------------------------------------------------- evidence
     async def adump_memory(
@@ -593,10 +609,10 @@ class LibvirtMachine:
         (memory only; the domain is paused meanwhile): written into the pool on the
         hypervisor, downloaded, removed there. ``resume=False`` leaves it paused.
 
-        :raise AdareError: libvirt failed (its reason); nothing is left at ``path``.
+        :raise MemoryDumpFailed: libvirt failed (its reason); nothing is left at ``path``.
         """
-        if format not in _DUMP_FORMATS:
-            raise ValueError(f"format must be one of {tuple(_DUMP_FORMATS)}, got {format!r}")
+        if format not in DUMP_FORMATS:
+            raise ValueError(f"format must be one of {DUMP_FORMATS}, got {format!r}")
         target = new_file_target(path)
         self.check_alive()
         started = time.monotonic()
@@ -628,39 +644,66 @@ class LibvirtMachine:
             part.rename(target)
         except libvirt.libvirtError as exc:
             part.unlink(missing_ok=True)
-            raise AdareError(f"memory dump of {self.domain_name}: {error_text(exc)}") from None
+            raise MemoryDumpFailed(
+                f"memory dump of {self.domain_name}: {error_text(exc)}"
+            ) from None
         finally:
             with contextlib.suppress(libvirt.libvirtError):
                 self._pool.storageVolLookupByName(name).delete(0)
 
-    def screendump(self, timeout: float = 30.0) -> Image.Image:
-        return self._run(self.ascreendump(timeout))
+    def network_capture(
+        self, path: str | Path, *, snaplen: int = CAPTURE_SNAPLEN,
+        max_bytes: int = CAPTURE_MAX_BYTES,
+    ) -> AbstractAsyncContextManager[NetworkCapture]:  # fmt: skip
+        """:raise UnsupportedFeature: QEMU would write the pcap on the hypervisor's host."""
+        raise self._unsupported(Capability.NETWORK_CAPTURE)
 
-    async def asend_input(self, events: list[dict[str, Any]]) -> None:
-        """Raw ``input-send-event`` events through the QMP passthrough."""
-        await self.aqmp("input-send-event", 30.0, events=events)
+    def active_captures(self) -> list[NetworkCapture]:
+        """None: this backend cannot capture."""
+        return []
 
-    async def atype_text(self, text: str, key_interval: float = TYPE_KEY_INTERVAL) -> None:
-        """Type ``text`` key by key, paced (see ``Machine.type_text``)."""
-        for batch in input_events.text_events(text):
-            await self.asend_input(batch)
-            await asyncio.sleep(key_interval)
+    async def aexport_disk(
+        self, path: str | Path, format: DiskFormat = "raw", *,
+        qga: FreezeAgent | None = None, flush: Flush | None = None,
+    ) -> DiskExport:  # fmt: skip
+        """The overlay volume (read here: local hypervisors only) quiesced and paused, to
+        ``path``. :raise UnsupportedFeature: on a remote hypervisor."""
+        if Capability.DISK_EXPORT not in self.capabilities:
+            raise self._unsupported(Capability.DISK_EXPORT)
+        return await export_disk(self, path, format=format, qga=qga, flush=flush)
+
+    async def aset_link(self, up: bool) -> None:
+        """:raise UnsupportedFeature: not done through libvirt yet."""
+        raise self._unsupported(Capability.LINK)
+
+    async def ahypervisor_version(self) -> str:
+        """The domain's QEMU, ``major.minor.micro (package)`` (``query-version``)."""
+        answer: dict[str, Any] = await self._aqmp("query-version")
+        numbers = answer.get("qemu", {})
+        package = str(answer.get("package", "")).strip()
+        version = f"{numbers.get('major')}.{numbers.get('minor')}.{numbers.get('micro')}"
+        return f"{version} ({package})" if package else version
+
+    def keep_hint(self, sockets: Path, loadvm: str | None) -> str:
+        """:raise UnsupportedFeature: the overlay is a volume that goes with the domain."""
+        raise self._unsupported(Capability.KEEP)
 
 
 READ_SCREEN = 1 << 20
 DOWNLOAD_CHUNK = 1 << 20
 
 
-def _decode_image(data: bytes) -> Image.Image:
-    image = Image.open(io.BytesIO(data))
-    image.load()
-    return image.convert("RGB")
+def _to_png(data: bytes) -> bytes:
+    with Image.open(io.BytesIO(data)) as image:
+        out = io.BytesIO()
+        image.convert("RGB").save(out, "PNG", compress_level=1)
+        return out.getvalue()
 
 
-def libvirt_machine_factory(uri: str, agent_serial_device: str | None) -> Any:
+def libvirt_machine_factory(uri: str, agent_serial_device: str | None) -> MachineFactory:
     """A VM ``machine_factory`` making :class:`LibvirtMachine` s on ``uri``."""
 
-    def make(manifest: MachineImage, workdir: Path, **kwargs: Any) -> LibvirtMachine:
+    def make(manifest: MachineImage, workdir: Path, **kwargs: Any) -> MachineBackend:
         return LibvirtMachine(
             manifest, workdir, uri=uri, agent_serial_device=agent_serial_device, **kwargs
         )

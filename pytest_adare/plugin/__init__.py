@@ -21,16 +21,20 @@ from pytest_adare.plugin.options import (
 )
 
 pytest_plugins = [
+    "pytest_adare.plugin.matrix",
     "pytest_adare.plugin.fixtures",
     "pytest_adare.plugin.reports",
     "pytest_adare.plugin.hypervisor_evidence",
     "pytest_adare.plugin.recording",
     "pytest_adare.plugin.checks",
+    "pytest_adare.plugin.records",
+    "pytest_adare.plugin.image_facts",
+    "pytest_adare.plugin.matrix_summary",
 ]
 
 __all__ = ["adare_options"]
 
-VM_FIXTURES = frozenset({"adare_vm", "guest", "async_guest", "adare_vm_factory"})
+VM_FIXTURES = frozenset({"adare_vm", "guest", "async_guest", "adare_vm_factory", "adare_image"})
 
 NO_IMAGE_REASON = (
     "needs a VM image: pass --adare-vm=IMAGE (e.g. --adare-vm=debian) or set adare_vm "
@@ -88,7 +92,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=NO_IMAGE_REASON)
     for item in items:
         marker = adare_vm_marker(item)
-        if marker is not None and marker.kwargs.get("image"):
+        if marker is not None and (marker.kwargs.get("image") or marker.kwargs.get("images")):
             continue
         if needs_vm(item):
             item.add_marker(skip)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_adare.plugin.matrix import MatrixImage, matrix_image
 from pytest_adare.plugin.options import (
     VMRequest,
     adare_options,
@@ -107,22 +108,32 @@ def _record_vm(item: pytest.Item, pooled: PooledVM) -> None:
         used.append(pooled)
 
 
+def _image_spec(image: MatrixImage | None) -> str | None:
+    return image.spec if image is not None else None
+
+
 def marker_request(request: pytest.FixtureRequest) -> VMRequest:
-    """The test's VM request from all its ``adare_vm`` markers (a bad one fails the test)."""
+    """The test's VM request from all its ``adare_vm`` markers (a bad one fails the test),
+    on its image of the matrix."""
     marker = adare_vm_marker(request.node)
+    image = _image_spec(matrix_image(request.node))
     try:
-        return apply_marker(adare_options(request.config), marker)
+        return apply_marker(adare_options(request.config), marker, image)
     except ValueError as error:
         pytest.fail(str(error), pytrace=False)
 
 
 @pytest.fixture(scope="session")
-def adare_vm(_adare_pool: VMPool, pytestconfig: pytest.Config) -> VM:
-    """The session's VM (one per xdist worker), configured by the ``--adare-*`` options.
+def adare_vm(
+    _adare_pool: VMPool, pytestconfig: pytest.Config, _adare_image: MatrixImage | None
+) -> VM:
+    """The session's VM (one per xdist worker, and per image of a matrix), configured by
+    the ``--adare-*`` options.
 
     Booted once; tests that use ``guest`` without a marker share it.
     """
-    vm: VM = _adare_pool.get(session_request(adare_options(pytestconfig))).vm
+    request = session_request(adare_options(pytestconfig), _image_spec(_adare_image))
+    vm: VM = _adare_pool.get(request).vm
     return vm
 
 
@@ -133,7 +144,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     pool = item.config.stash.get(POOL_KEY, None)
     if pool is None or "adare_vm" not in getattr(item, "fixturenames", ()):
         return
-    pooled = pool.get(session_request(adare_options(item.config)))
+    pooled = pool.get(session_request(adare_options(item.config), _image_spec(matrix_image(item))))
     _record_vm(item, pooled)
     pooled.dirty = True
 
@@ -153,7 +164,9 @@ def acquire_vm(request: pytest.FixtureRequest, pool: VMPool) -> PooledVM:
 
 
 @pytest.fixture
-def guest(request: pytest.FixtureRequest, _adare_pool: VMPool) -> Guest:
+def guest(
+    request: pytest.FixtureRequest, _adare_pool: VMPool, _adare_image: MatrixImage | None
+) -> Guest:
     """The agent of a clean VM for this test (``--adare-isolation`` decides how clean).
 
     ``snapshot``: the VM is restored to the ready state saved after boot; ``reboot``: it
@@ -164,7 +177,9 @@ def guest(request: pytest.FixtureRequest, _adare_pool: VMPool) -> Guest:
 
 
 @pytest.fixture
-def async_guest(request: pytest.FixtureRequest, _adare_pool: VMPool) -> AsyncGuest:
+def async_guest(
+    request: pytest.FixtureRequest, _adare_pool: VMPool, _adare_image: MatrixImage | None
+) -> AsyncGuest:
     """``guest``'s async twin for pytest-asyncio tests: ``await async_guest.shell(...)``.
 
     It is ``guest.aio``: awaitable from the test's own event loop (calls are carried
@@ -179,7 +194,7 @@ class VMFactory:
 
     ``adare_vm_factory(**arguments)`` takes the ``adare_vm`` marker's arguments
     (``MARKER_KEYS``) and returns a started :class:`~pytest_adare.vm.VM` (its agent at
-    ``vm.guest``).
+    ``vm.guest``); without ``image=`` it runs the test's image (of the matrix).
     """
 
     def __init__(self, request: pytest.FixtureRequest, pool: VMPool) -> None:
@@ -190,7 +205,10 @@ class VMFactory:
     def __call__(self, **options: Any) -> VM:
         mark = pytest.mark.adare_vm(**options).mark
         try:
-            vm_request = apply_marker(adare_options(self._request.config), mark)
+            vm_request = apply_marker(
+                adare_options(self._request.config), mark,
+                _image_spec(matrix_image(self._request.node)),
+            )  # fmt: skip
         except ValueError as error:
             raise pytest.UsageError(f"adare_vm_factory: {error}") from None
         reason = unmet_need(vm_request, self._pool.manifest(vm_request))
@@ -207,7 +225,9 @@ class VMFactory:
 
 
 @pytest.fixture
-def adare_vm_factory(request: pytest.FixtureRequest, _adare_pool: VMPool) -> Iterator[VMFactory]:
+def adare_vm_factory(
+    request: pytest.FixtureRequest, _adare_pool: VMPool, _adare_image: MatrixImage | None
+) -> Iterator[VMFactory]:
     """Start more VMs in one test (e.g. two guests); all are closed after the test."""
     factory = VMFactory(request, _adare_pool)
     try:

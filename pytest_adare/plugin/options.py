@@ -61,6 +61,9 @@ class OptionSpec:
     metavar: str = "VALUE"
     switch: bool = False
     """A flag without a value (``--adare-pcap``); its ini twin takes true/false."""
+    multiple: bool = False
+    """Given several times (``--adare-vm=A --adare-vm=B``); its ini twin takes one per
+    line; the value is the tuple of them."""
     read: Reader | None = None
     dest: str | None = None
     vm_field: str | None = None
@@ -128,11 +131,13 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "vm",
         "guest image: an adare-image.json manifest, its directory, a disk image, or a built-in "
-        "name (debian, debian-desktop; built on first use and cached). Without it, tests "
-        "that need a VM are skipped.",
-        metavar="IMAGE", read=_image_spec,
+        "name (debian, debian-desktop; built on first use and cached). Given several "
+        "times (ini: one per line), every VM test runs once per image, its short name in "
+        "the test id. Without it, tests that need a VM are skipped.",
+        metavar="IMAGE", read=_image_spec, multiple=True, dest="images",
         doc_values="a manifest `adare-image.json`, its directory, a disk (qcow2, raw, vmdk, "
-        "vdi, vhdx, vpc), or `debian` / `debian-desktop`",
+        "vdi, vhdx, vpc), or `debian` / `debian-desktop`; several: a matrix, every VM test "
+        "once per image ([matrix](matrix.md))",
         doc_default="none: VM tests skip",
     ),
     OptionSpec(
@@ -181,6 +186,15 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
         "([gui](gui.md#the-film-of-a-failure))",
     ),
     OptionSpec(
+        "baseline",
+        "compare this run's matrix report with an earlier run's adare-matrix.json and list "
+        "what changed: verdicts, soft checks, recorded values (default: none)",
+        metavar="OLD.json", read=lambda raw, source, base: _baseline_path(raw, source, base),
+        doc_values="an earlier run's `adare-matrix.json`",
+        doc_default="none: with a file, the matrix report lists what changed since it "
+        "([matrix](matrix.md#what-changed-since-an-earlier-run))",
+    ),
+    OptionSpec(
         "hypervisor",
         "run the guests as transient domains on this libvirt hypervisor (qemu:///system, "
         "qemu+ssh://user@host/system; the agent over its serial channel) instead of a QEMU "
@@ -205,6 +219,13 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
     ),
 )
 
+def _baseline_path(raw: str, source: str, base: Path) -> Path:
+    path = (base / raw).resolve()
+    if not path.is_file():
+        raise pytest.UsageError(f"{source}: no file at {path}")
+    return path
+
+
 def option_specs() -> tuple[OptionSpec, ...]:
     """Every flag: the image, the VM options (from their fields), the plugin's own."""
     vm_specs = tuple(vm_option_spec(o) for o in option_fields() if o.exposed("cli"))
@@ -216,14 +237,17 @@ def _marker_vm_options() -> dict[str, OptionField]:
 
 
 MARKER_KEYS: tuple[str, ...] = (
-    "image", "gui", "os", *(n for n in _marker_vm_options() if n != "gui"), "isolation",
+    "image", "images", "gui", "os", *(n for n in _marker_vm_options() if n != "gui"),
+    "isolation",
 )  # fmt: skip
 
 MARKER_DOC = (
     f"adare_vm({', '.join(k + '=None' for k in MARKER_KEYS)}): the VM this test's guest "
     "runs on. image and the VM options override the --adare-* options of the same name "
     "(a test whose VM differs from the session VM gets its own VM, shared with tests "
-    "asking for the same); isolation overrides --adare-isolation for this test; gui=True "
+    "asking for the same); images=[...] narrows the session's image matrix for this test "
+    "(or sets it, when no --adare-vm is given); isolation overrides --adare-isolation for "
+    "this test; gui=True "
     "(or 'auto'/'agent'/'host') needs an image with a desktop; os='linux'|'windows' needs "
     "that guest OS. Markers on the function, class and module combine, the closest "
     "winning per argument. Unmet needs skip the test with the reason (docs/plugin.md)."
@@ -235,10 +259,15 @@ class AdareOptions:
     """The session's options after merging command line and ini (command line wins).
 
     ``given`` holds the VM options the flags or ini keys set (field name → value);
-    :attr:`session_vm` is the session VM's options made from them.
+    :attr:`session_vm` is the session VM's options made from them. ``images`` are the
+    ``--adare-vm`` values (a matrix when several), ``vm`` the first; ``images_fixed``
+    says they came from the command line (a marker may then only narrow them).
     """
 
     vm: str | None = None
+    images: tuple[str, ...] = ()
+    images_fixed: bool = False
+    baseline: Path | None = None
     isolation: str = "snapshot"
     artifacts: Path | None = None
     keep: str = "never"
@@ -296,7 +325,7 @@ def register_options(parser: pytest.Parser) -> None:
         else:
             group.addoption(
                 spec.flag, dest=spec.ini, default=None, metavar=spec.metavar,
-                help=spec.help + choices,
+                help=spec.help + choices, action="append" if spec.multiple else "store",
             )  # fmt: skip
         parser.addini(
             spec.ini, f"{spec.flag} as an ini key: {spec.help}", type="string", default=""
@@ -323,6 +352,16 @@ def _raw_value(config: pytest.Config, spec: OptionSpec) -> tuple[str | None, str
     return None, "", base
 
 
+def _raw_values(config: pytest.Config, spec: OptionSpec) -> tuple[list[str], str, Path]:
+    """A ``multiple`` option's texts (each flag, or each ini line) and where they came from."""
+    cli = config.getoption(spec.ini)
+    if cli:
+        return [str(v) for v in cli], spec.flag, config.invocation_params.dir
+    raw, source, base = _raw_value(config, spec)
+    lines = [line.strip() for line in (raw or "").splitlines()]
+    return [line for line in lines if line], source, base
+
+
 OPTIONS_KEY = pytest.StashKey["AdareOptions"]()
 """Where ``pytest_configure`` keeps the session's options."""
 
@@ -341,6 +380,13 @@ def read_options(config: pytest.Config) -> AdareOptions:
     given: dict[str, Any] = {}
     sources: list[str] = []
     for spec in option_specs():
+        if spec.multiple:
+            texts, source, base = _raw_values(config, spec)
+            if texts:
+                values[spec.dest or spec.name] = tuple(spec.value(t, source, base) for t in texts)
+                if spec.name == "vm":  # from the command line, a marker may only narrow it
+                    values["images_fixed"] = source == spec.flag
+            continue
         raw, source, base = _raw_value(config, spec)
         if raw is None:
             continue
@@ -359,7 +405,8 @@ def read_options(config: pytest.Config) -> AdareOptions:
         VMOptions.from_given(given)
     except ValueError as error:
         raise pytest.UsageError(f"{', '.join(sources)}: {error}") from None
-    return AdareOptions(**values, given=given)
+    images = values.get("images", ())
+    return AdareOptions(**values, vm=images[0] if images else None, given=given)
 
 
 def adare_vm_marker(node: pytest.Item) -> pytest.Mark | None:
@@ -373,12 +420,15 @@ def adare_vm_marker(node: pytest.Item) -> pytest.Mark | None:
     return functools.reduce(lambda far, near: far.combined_with(near), reversed(marks))
 
 
-def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest:
+def apply_marker(
+    options: AdareOptions, marker: pytest.Mark | None, image: str | None = None
+) -> VMRequest:
     """The test's :class:`VMRequest`: the session options with its marker laid on top.
 
     A VM option given as None takes its default where None is a value it has
     (``hypervisor=None``: QEMU started here; ``memory=None``: the image's), else the
-    session's.
+    session's. ``image`` is the test's image of the matrix (its ``images=`` are
+    :mod:`pytest_adare.plugin.matrix`'s business).
 
     :raise ValueError: for unknown marker arguments or bad values (says which).
     """
@@ -393,7 +443,8 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
             f"adare_vm marker: unknown argument(s) {', '.join(unknown)}; "
             f"known: {', '.join(MARKER_KEYS)}"
         )
-    image = kwargs.pop("image", None) or options.vm
+    kwargs.pop("images", None)
+    image = kwargs.pop("image", None) or image or options.vm
     if not image:
         raise ValueError("no VM image: pass --adare-vm=IMAGE or adare_vm(image=...)")
     isolation = _marker_choice(kwargs.pop("isolation", options.isolation), ISOLATIONS, "isolation")
@@ -432,9 +483,10 @@ def apply_marker(options: AdareOptions, marker: pytest.Mark | None) -> VMRequest
     )
 
 
-def session_request(options: AdareOptions) -> VMRequest:
-    """The session VM's request (no marker)."""
-    return apply_marker(options, None)
+def session_request(options: AdareOptions, image: str | None = None) -> VMRequest:
+    """The session VM's request (no marker), on ``image`` of the matrix (default: the
+    first)."""
+    return apply_marker(options, None, image)
 
 
 def _marker_choice(value: Any, choices: tuple[C, ...], key: str) -> C:

@@ -14,12 +14,11 @@ broken (:class:`VMBroken`).
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -306,41 +305,22 @@ class VMPool:
 
 
 def keep_hint(pooled: PooledVM) -> str:
-    """How to boot a kept VM's disk again, for the terminal summary.
-
-    The command is the VM's own QEMU command line with its sockets moved into the kept
-    workdir (the originals are removed on close) and, when a ready state was saved,
-    ``-loadvm`` to resume right there. A warm-started VM's QEMU waited for a migration
-    stream (``-incoming defer``); the kept disk boots or loads without one, and QEMU
-    refuses ``-incoming`` beside ``-loadvm``.
-    """
-    hypervisor = pooled.vm.options.hypervisor
-    if hypervisor is not None:  # the overlay is a volume in the hypervisor's pool
-        return (
-            f"not kept: {pooled.request.describe()} ran on {hypervisor}; its overlay volume "
-            "goes with the domain (keeping it is not supported on the libvirt backend)"
-        )
-    # Deferred: only --adare-keep needs a command line; plugin load stays light.
-    from pytest_adare.qemu.argv import build_qemu_argv
+    """How to boot a kept VM's disk again, for the terminal summary: the machine's own
+    command (:meth:`~pytest_adare.machine.base.MachineBackend.keep_hint`) with its sockets
+    in the kept workdir and, when a ready state was saved, loading it; a backend that
+    cannot keep a disk says so in the same line."""
+    # Deferred: only --adare-keep needs the machine contract; plugin load stays light.
+    from pytest_adare.machine.base import Capability, unsupported
 
     machine = pooled.vm.machine
+    if Capability.KEEP not in machine.capabilities:
+        where = pooled.vm.options.hypervisor or f"the {machine.backend} backend"
+        why = unsupported(machine.backend, Capability.KEEP)
+        return f"not kept: {pooled.request.describe()} ran on {where}; {why}"
     sockets = pooled.workdir / "sockets"
     sockets.mkdir(exist_ok=True)
-    assert machine.launched_config is not None, "a kept VM was started"
-    # The same machine, with its sockets in the kept workdir and QMP listening (the
-    # test run that QEMU connected to is gone).
-    config = replace(
-        machine.launched_config,
-        qmp_path=sockets / "qmp.sock",
-        qmp_listen=True,
-        agent_serial_path=sockets / "agent-serial.sock",
-        qga_path=sockets / "qga.sock" if machine.launched_config.qga_path else None,
-        incoming=False,
-    )
-    argv = build_qemu_argv(config)
-    if pooled.ready_saved:
-        argv += ["-loadvm", READY_TAG]
+    command = machine.keep_hint(sockets, READY_TAG if pooled.ready_saved else None)
     return (
         f"kept the disk of {pooled.request.describe()}: {machine.overlay_path}\n"
-        f"  boot it again: {shlex.join(argv)}"
+        f"  boot it again: {command}"
     )

@@ -31,9 +31,8 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_adare.cache_dir import cache_root
+from pytest_adare.machine.base import AccelRequest as AccelRequest
 from pytest_adare.qemu.reaper import spawn
-
-AccelRequest = Literal["auto", "kvm", "tcg"]
 
 # Messages a Linux kernel prints once it is well past early boot.
 KERNEL_PROGRESS = re.compile(r"Run /init|Kernel panic|VFS: |Freeing unused kernel|login:")

@@ -9,7 +9,7 @@ passes ``max_bytes`` (``capture.truncated`` says so).
 
 Example::
 
-    async with network_capture(machine, tmp_path / "net.pcap") as capture:
+    async with machine.network_capture(tmp_path / "net.pcap") as capture:
         ...                                      # guest traffic lands in the file
     assert capture.path.stat().st_size > 24      # the pcap header is 24 bytes
 """
@@ -23,15 +23,19 @@ import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_adare.machine.results import (
+    CAPTURE_MAX_BYTES,
+    CAPTURE_SNAPLEN,
+    NetworkCapture,
+    new_file_target,
+)
 from pytest_adare.qemu.argv import NETDEV_ID
-from pytest_adare.qemu.memory_dump import new_file_target
 
-DEFAULT_SNAPLEN = 65535
-DEFAULT_MAX_BYTES = 1024**3
+DEFAULT_SNAPLEN = CAPTURE_SNAPLEN
+DEFAULT_MAX_BYTES = CAPTURE_MAX_BYTES
 WATCH_INTERVAL = 1.0
 """Seconds between two looks at the capture file's size (the ``max_bytes`` bound)."""
 QMP_TIMEOUT = 30.0
@@ -44,27 +48,6 @@ class CaptureMachine(Protocol):
 
     async def aqmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any: ...
     def is_running(self) -> bool: ...
-
-
-@dataclass
-class NetworkCapture:
-    """One running (or finished) capture: the pcap file and how it went."""
-
-    path: Path
-    filter_id: str
-    netdev: str
-    snaplen: int
-    max_bytes: int
-    started_at: float
-    stopped_at: float | None = None
-    truncated: bool = False
-    """True when the watcher stopped the capture at ``max_bytes``."""
-    _watcher: asyncio.Task[None] | None = field(default=None, repr=False)
-
-    @property
-    def active(self) -> bool:
-        """True while QEMU still writes to :attr:`path`."""
-        return self.stopped_at is None
 
 
 _ACTIVE: weakref.WeakKeyDictionary[Any, list[NetworkCapture]] = weakref.WeakKeyDictionary()
@@ -88,7 +71,7 @@ async def start_capture(
     :raise FileExistsError: ``path`` exists (a capture never overwrites a file), or
         FileNotFoundError: its directory does not.
     :raise ValueError: ``snaplen`` or ``max_bytes`` out of range.
-    :raise qemu.qmp.ExecuteError: QEMU refused the filter (e.g. no such netdev).
+    :raise MachineCommandError: QEMU refused the filter (e.g. no such netdev).
     """
     if not 64 <= snaplen <= 262144 or max_bytes < 24:
         raise ValueError(

@@ -23,77 +23,34 @@ import asyncio
 import os
 import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args
+from typing import Protocol
 
-from pytest_adare.errors import QGAError, VMTimeout
-from pytest_adare.qemu.memory_dump import discard_file, new_file_target
+from pytest_adare.errors import VMTimeout
+from pytest_adare.machine.quiesce import quiesced
+from pytest_adare.machine.results import (
+    DISK_FORMATS,
+    DiskExport,
+    DiskFormat,
+    Flush,
+    FreezeAgent,
+    discard_file,
+    new_file_target,
+)
 from pytest_adare.qemu.reaper import spawn
-from pytest_adare.qemu.run_state import QmpMachine, paused
 
-DiskFormat = Literal["raw", "qcow2"]
-DISK_FORMATS: tuple[DiskFormat, ...] = get_args(DiskFormat)
 CONVERT_TIMEOUT = 600.0
-FREEZE_TIMEOUT = 60.0
 
 
-class DiskMachine(QmpMachine, Protocol):
-    """What an export needs of a :class:`~pytest_adare.qemu.machine.Machine`."""
+class DiskMachine(Protocol):
+    """What an export needs of a machine (:class:`~pytest_adare.machine.base.MachineBackend`)."""
 
     @property
     def overlay_path(self) -> Path: ...
     def console_tail(self, n: int = 40) -> list[str]: ...
-
-
-class FreezeAgent(Protocol):
-    """qemu-ga as :class:`~pytest_adare.qemu.qga.AsyncQGAClient` offers it."""
-
-    async def execute(
-        self, command: str, arguments: dict[str, Any] | None = None, timeout: float = 30.0
-    ) -> Any: ...
-
-
-Flush = Callable[[], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class DiskExport:
-    """A finished export: the file, its format and size, how the guest was quiesced."""
-
-    path: Path
-    format: str
-    size: int
-    seconds: float
-    quiesced: str
-
-
-@asynccontextmanager
-async def quiesced(qga: FreezeAgent | None, flush: Flush | None) -> AsyncIterator[str]:
-    """Quiesce the guest's file systems for the block; yields how (one phrase).
-
-    qemu-ga's freeze is tried first and thawed on exit; when it fails, ``flush`` runs
-    instead. Neither: the guest's caches are not flushed (said in the phrase).
-    """
-    frozen = False
-    how = "not quiesced (no qemu-ga and no flush)"
-    if qga is not None:
-        try:
-            count = await qga.execute("guest-fsfreeze-freeze", timeout=FREEZE_TIMEOUT)
-            frozen, how = True, f"qemu-ga fsfreeze ({count} file system(s))"
-        except QGAError as error:
-            how = f"qemu-ga fsfreeze failed ({str(error).splitlines()[0]})"
-    if not frozen and flush is not None:
-        await flush()
-        how = f"{how}; guest sync" if qga is not None else "guest sync"
-    try:
-        yield how
-    finally:
-        if frozen:
-            assert qga is not None
-            await qga.execute("guest-fsfreeze-thaw", timeout=FREEZE_TIMEOUT)
+    def paused(self, *, resume: bool = True) -> AbstractAsyncContextManager[float]: ...
 
 
 async def convert_disk(
@@ -144,7 +101,7 @@ async def export_disk(
     part = target.with_name(f".{target.name}.{os.getpid()}.part")
     started = time.monotonic()
     try:
-        async with quiesced(qga, flush) as how, paused(machine):
+        async with quiesced(qga, flush) as how, machine.paused():
             await convert_disk(
                 machine.overlay_path, part, format, timeout=timeout,
                 console_tail=machine.console_tail,

@@ -20,23 +20,37 @@ import hashlib
 import logging
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
 import threading
 import weakref
-from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
-from PIL import Image
 from qemu.qmp import EventListener, ExecuteError, QMPClient, QMPError
 
 from pytest_adare.errors import SnapshotError, VMDied, VMLaunchError, VMTimeout
-from pytest_adare.loop_thread import shared_loop
-from pytest_adare.qemu import input_events as qemu_input
+from pytest_adare.machine.base import Capability, MachineCommandError, MachineImage
+from pytest_adare.machine.console import ConsoleCapture
+from pytest_adare.machine.core import MachineCore, check_tag
+from pytest_adare.machine.results import (
+    CAPTURE_MAX_BYTES,
+    CAPTURE_SNAPLEN,
+    DUMP_TIMEOUT,
+    DiskExport,
+    DiskFormat,
+    DumpFormat,
+    Flush,
+    FreezeAgent,
+    MemoryDump,
+    NetworkCapture,
+)
+from pytest_adare.qemu import capture, disk_export, memory_dump, migration, run_state
 from pytest_adare.qemu.accel import (
     KERNEL_PROGRESS,
     AccelChoice,
@@ -44,9 +58,7 @@ from pytest_adare.qemu.accel import (
     choose_accel,
     record_boot_probe,
 )
-from pytest_adare.qemu.argv import AGENT_GUEST_PORT, MachineConfig, build_qemu_argv
-from pytest_adare.qemu.bounded_wait import bounded_wait
-from pytest_adare.qemu.console import ConsoleCapture
+from pytest_adare.qemu.argv import AGENT_GUEST_PORT, NETDEV_ID, MachineConfig, build_qemu_argv
 from pytest_adare.qemu.firmware import (
     BOOT_SILENCE_SECONDS,
     BootWatch,
@@ -57,10 +69,8 @@ from pytest_adare.qemu.firmware import (
 from pytest_adare.qemu.qemu_img import qemu_img
 from pytest_adare.qemu.reaper import spawn
 
-# Seconds between typed characters: the guest must drain the PS/2 queue in between.
-TYPE_KEY_INTERVAL = 0.03
-
 T = TypeVar("T")
+__all__ = ["Machine", "MachineImage"]
 
 _USERNET_FORWARD = re.compile(
     r"TCP\[HOST_FORWARD\]\s+\d+\s+(?P<host>\S+)\s+(?P<port>\d+)\s+\S+\s+(?P<guest>\d+)"
@@ -79,25 +89,6 @@ _BOOT_WATCH_INTERVAL = 1.0
 _BOOT_WATCH_TAIL_BYTES = 64 * 1024
 
 
-class MachineImage(Protocol):
-    """What a Machine needs from an image (``ImageManifest`` provides it)."""
-
-    @property
-    def disk(self) -> Path | str | None: ...
-    @property
-    def format(self) -> str: ...
-    @property
-    def kernel(self) -> Path | str | None: ...
-    @property
-    def initrd(self) -> Path | str | None: ...
-    @property
-    def append(self) -> str | None: ...
-    @property
-    def desktop(self) -> bool: ...
-    @property
-    def memory_mib(self) -> int | None: ...
-
-
 def _optional_path(value: Path | str | None) -> Path | None:
     return None if value is None else Path(value).resolve()
 
@@ -110,12 +101,16 @@ def _drop_link_loss(record: logging.LogRecord) -> bool:
     return not any(name in text for name in ("ConnectionResetError", "EOFError"))
 
 
-class Machine:
+class Machine(MachineCore):
     """One guest VM (one QEMU process) built from an image manifest.
 
     ``workdir`` receives the overlay disk and ``console.log``; it is created if needed
     and kept after the machine stops (evidence). QEMU always dies with this process.
     """
+
+    backend = "qemu"
+    capabilities: frozenset[Capability] = frozenset(Capability)
+    """QEMU run here can do everything the contract names."""
 
     def __init__(
         self,
@@ -214,9 +209,6 @@ class Machine:
         return self._proc.pid if self._proc is not None else None
 
     # -------------------------------------------------------------- lifecycle
-    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        return shared_loop().run(coro, timeout)
-
     def start(self) -> Machine:
         """Prepare, launch QEMU and connect QMP; on failure everything is cleaned up.
 
@@ -449,11 +441,6 @@ class Machine:
             return b""
         return hashlib.sha256(image.tobytes()).digest()
 
-    def _mark_dead(self, reason: str) -> None:
-        if self._died is not None and not self._died.is_set():
-            self._death_reason = reason
-            self._died.set()
-
     async def _watch_events(self, listener: EventListener) -> None:
         async for event in listener:
             name = str(event["event"])
@@ -564,68 +551,8 @@ class Machine:
             and not self._died.is_set()
         )
 
-    def check_alive(self) -> None:
-        """:raise VMDied: with the reason and the console tail, when not :meth:`is_running`."""
-        if not self.is_running():
-            raise VMDied(self._down_reason(), self.console_tail())
-
-    def _down_reason(self) -> str:
-        if self._died is None:
-            return f"machine {self.name} not started"
-        return self._death_reason or f"machine {self.name} was shut down"
-
-    async def bounded(self, coro: Awaitable[T], timeout: float, what: str) -> T:
-        """Await ``coro`` for at most ``timeout`` s, ending at once if the machine dies.
-
-        :raise VMDied: QEMU exited or the guest shut down, panicked or stopped first.
-        :raise VMTimeout: ``timeout`` passed; the message names ``what`` was awaited.
-        """
-        assert self._died is not None
-        return await bounded_wait(
-            coro, timeout, what, died=self._died,
-            death_reason=lambda: self._death_reason, console_tail=self.console_tail,
-        )  # fmt: skip
-
-    # ---------------------------------------------------------------- console
-    def console_tail(self, n: int = 40) -> list[str]:
-        """The last ``n`` lines of the guest console."""
-        return self._console.tail(n) if self._console is not None else []
-
-    def seed_console(self, text: str) -> None:
-        """Feed ``text`` to the console capture as if the guest had printed it (a warm
-        start's saved boot lines, so failure reports still show how the guest booted)."""
-
-        async def seed(data: bytes) -> None:  # the capture lives on the loop thread
-            if self._console is not None:
-                self._console.data_received(data)
-
-        self._run(seed(text.encode()))
-
-    def console_mark(self) -> int:
-        """Position in the console; pass as ``since`` to wait only for later output."""
-        return self._console.mark() if self._console is not None else 0
-
-    async def await_for_console(
-        self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
-    ) -> re.Match[str]:
-        """Async twin of :meth:`wait_for_console`."""
-        if self._console is None or self._died is None or self._proc is None:
-            raise VMDied(self._down_reason(), self.console_tail())
-        regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
-        future = self._console.wait_for(regex, since)
-        return await self.bounded(future, timeout, f"console output matching {regex.pattern!r}")
-
-    def wait_for_console(
-        self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
-    ) -> re.Match[str]:
-        """Wait until a console line (or the current partial line) matches ``pattern``.
-
-        Lines from ``since`` on count (default: everything still in the ring).
-
-        :raise VMTimeout: nothing matched in ``timeout`` seconds.
-        :raise VMDied: QEMU exited or the guest shut down/panicked first.
-        """
-        return self._run(self.await_for_console(pattern, timeout, since))
+    def _stopped(self) -> bool:
+        return self._proc is None
 
     def console_write(self, data: bytes | str) -> None:
         """Type into the guest's serial console (QEMU's stdin is the console input)."""
@@ -643,8 +570,10 @@ class Machine:
             return await self.bounded(
                 self._qmp.execute(cmd, args or None), timeout, f"QMP command {cmd}"
             )
-        except ExecuteError:  # QEMU's own answer to the command: the caller's business
-            raise
+        except ExecuteError as exc:  # QEMU's own answer to the command: the caller's business
+            raise MachineCommandError(
+                f"QMP {cmd} failed: {exc.error.error.desc}", command=cmd, reply=exc.received
+            ) from exc
         except (QMPError, OSError, EOFError) as exc:
             # The QMP connection itself failed (QEMU died or closed it): that is the
             # machine dying, whatever state qemu.qmp's client was left in.
@@ -661,7 +590,7 @@ class Machine:
     def qmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
         """Run a QMP command and return its ``return`` value.
 
-        :raise qemu.qmp.ExecuteError: QEMU answered with an error.
+        :raise MachineCommandError: QEMU answered with an error.
         :raise VMDied: the machine is not running, or QMP failed underneath (the cause
             and the console tail are in the error; no ``qemu.qmp`` state error escapes).
         """
@@ -676,7 +605,8 @@ class Machine:
         return self._run(self.ahmp(line, timeout))
 
     async def areset(self, timeout: float = 60.0) -> None:
-        """Async twin of :meth:`reset`."""
+        """Hard-reset the guest (power-cycle) while QEMU keeps running; returns once the
+        guest writes to its console again (at most ``timeout`` s)."""
         # -no-reboot turns every reset into an exit, QMP's own system_reset included,
         # and the firmware resets once more on a warm boot. So resets are allowed
         # until the guest writes to its console again (its kernel or init is up).
@@ -690,12 +620,15 @@ class Machine:
             if self.is_running():
                 await self.aqmp("set-action", timeout, reboot="shutdown")
 
-    def reset(self, timeout: float = 60.0) -> None:
-        """Hard-reset the guest (power-cycle) while QEMU keeps running.
+    # -------------------------------------------------------------- run state
+    def paused(self, *, resume: bool = True) -> contextlib.AbstractAsyncContextManager[float]:
+        """``async with machine.paused():`` the guest's CPUs stopped (``stop``/``cont``);
+        yields the host's epoch time at the pause (see :mod:`.run_state`)."""
+        return run_state.paused(self, resume=resume)
 
-        Returns once the guest writes to its console again (at most ``timeout`` s).
-        """
-        self._run(self.areset(timeout))
+    async def aresume(self) -> None:
+        """Let a paused guest run again (``cont``); nothing when it already runs."""
+        await run_state.resume_guest(self)
 
     # -------------------------------------------------------------- snapshots
     async def _ahmp_checked(self, line: str, timeout: float) -> None:
@@ -704,67 +637,95 @@ class Machine:
             raise SnapshotError(f"'{line}' failed: {output}")
 
     async def asavevm(self, tag: str, timeout: float = 120.0) -> None:
-        """Async twin of :meth:`savevm`."""
-        await self._ahmp_checked(f"savevm {tag}", timeout)
-
-    def savevm(self, tag: str, timeout: float = 120.0) -> None:
         """Save the whole VM state (RAM, devices, disk) under ``tag`` in the overlay."""
-        self._run(self.asavevm(_check_tag(tag), timeout))
+        await self._ahmp_checked(f"savevm {check_tag(tag)}", timeout)
 
     async def aloadvm(self, tag: str, timeout: float = 120.0) -> None:
-        """Async twin of :meth:`loadvm`."""
-        await self._ahmp_checked(f"loadvm {tag}", timeout)
-
-    def loadvm(self, tag: str, timeout: float = 120.0) -> None:
         """Return the VM to the state saved under ``tag`` (it keeps running from there)."""
-        self._run(self.aloadvm(_check_tag(tag), timeout))
+        await self._ahmp_checked(f"loadvm {check_tag(tag)}", timeout)
+
+    async def asave_state(self, path: Path, timeout: float = 120.0) -> int:
+        """Pause and write the whole state to ``path`` (see :mod:`.migration`); its size.
+        The machine stays paused: :meth:`aresume` lets it run on."""
+        return await migration.save_state(self, path, timeout)
+
+    async def aload_state(self, path: Path, timeout: float = 120.0) -> None:
+        """Load the state in ``path`` into this machine (started ``incoming=True``) and run."""
+        await migration.load_state(self, path, timeout)
 
     # ---------------------------------------------------------- host-side GUI
-    async def ascreendump(self, timeout: float = 30.0) -> Image.Image:
-        """Async twin of :meth:`screendump`."""
+    async def ascreendump_png(self, timeout: float = 30.0) -> bytes:
+        """The guest's display as QEMU's PNG (QMP ``screendump``; needs ``display=True``)."""
         path = self.socket_dir / f"screendump-{os.urandom(4).hex()}.png"
         try:
             await self.aqmp("screendump", timeout, filename=str(path), format="png")
-            return await asyncio.to_thread(_load_image, path)
+            return await asyncio.to_thread(path.read_bytes)
         finally:
             await asyncio.to_thread(path.unlink, missing_ok=True)
-
-    def screendump(self, timeout: float = 30.0) -> Image.Image:
-        """The guest's display as a PIL image (QMP ``screendump``; needs ``display=True``)."""
-        return self._run(self.ascreendump(timeout))
 
     async def asend_input(self, events: list[dict[str, Any]]) -> None:
         """Send raw ``input-send-event`` events."""
         await self.aqmp("input-send-event", 30.0, events=events)
 
-    def send_keys(self, *keys: str) -> None:
-        """Press ``keys`` together and release them (``send_keys("ctrl", "alt", "t")``)."""
-        self._run(self.asend_input(qemu_input.key_events(keys)))
+    # --------------------------------------------------------------- evidence
+    async def adump_memory(
+        self, path: str | Path, format: DumpFormat = "elf", *, resume: bool = True,
+        timeout: float = DUMP_TIMEOUT,
+    ) -> MemoryDump:  # fmt: skip
+        """The guest's RAM to ``path`` (see :mod:`.memory_dump`)."""
+        return await memory_dump.dump_guest_memory(
+            self, path, format=format, resume=resume, timeout=timeout
+        )
 
-    async def atype_text(self, text: str, key_interval: float = TYPE_KEY_INTERVAL) -> None:
-        """Async twin of :meth:`type_text`."""
-        for batch in qemu_input.text_events(text):
-            await self.asend_input(batch)
-            await asyncio.sleep(key_interval)
+    def network_capture(
+        self, path: str | Path, *, snaplen: int = CAPTURE_SNAPLEN,
+        max_bytes: int = CAPTURE_MAX_BYTES,
+    ) -> contextlib.AbstractAsyncContextManager[NetworkCapture]:  # fmt: skip
+        """``async with machine.network_capture(path):`` the netdev's traffic as pcap."""
+        return capture.network_capture(self, path, snaplen=snaplen, max_bytes=max_bytes)
 
-    def type_text(self, text: str, key_interval: float = TYPE_KEY_INTERVAL) -> None:
-        """Type ``text`` key by key on a US layout (shift where a character needs it).
+    def active_captures(self) -> list[NetworkCapture]:
+        """The captures writing now (oldest first)."""
+        return capture.active_captures(self)
 
-        The emulated PS/2 keyboard buffers only 16 scancodes (about four characters) and
-        drops what arrives while the guest has not read them, so characters are paced.
-        """
-        self._run(self.atype_text(text, key_interval))
+    async def aexport_disk(
+        self, path: str | Path, format: DiskFormat = "raw", *,
+        qga: FreezeAgent | None = None, flush: Flush | None = None,
+    ) -> DiskExport:  # fmt: skip
+        """The disk now (quiesced, paused) to ``path`` (see :mod:`.disk_export`)."""
+        return await disk_export.export_disk(self, path, format=format, qga=qga, flush=flush)
 
-    def mouse_move(self, x: int, y: int, *, screen: tuple[int, int] | None = None) -> None:
-        """Move the USB tablet pointer; ``x, y`` in 0..32767, or pixels of ``screen=(w, h)``."""
-        if screen is not None:
-            x, y = qemu_input.scale_to_abs(x, screen[0]), qemu_input.scale_to_abs(y, screen[1])
-        self._run(self.asend_input(qemu_input.move_events(x, y)))
+    async def aset_link(self, up: bool) -> None:
+        """Set the guest NIC's link up or down (QMP ``set_link``; the guest sees carrier)."""
+        await self.aqmp("set_link", 30.0, name=NETDEV_ID, up=up)
 
-    def mouse_click(self, button: str = "left") -> None:
-        """Press and release a pointer button where the pointer is."""
-        down, up = qemu_input.button_events(button, True), qemu_input.button_events(button, False)
-        self._run(self.asend_input(down + up))
+    async def ahypervisor_version(self) -> str:
+        """``major.minor.micro (package)`` from QMP ``query-version``."""
+        answer: dict[str, Any] = await self.aqmp("query-version")
+        numbers = answer.get("qemu", {})
+        package = str(answer.get("package", "")).strip()
+        version = f"{numbers.get('major')}.{numbers.get('minor')}.{numbers.get('micro')}"
+        return f"{version} ({package})" if package else version
+
+    def keep_hint(self, sockets: Path, loadvm: str | None) -> str:
+        """The command line that boots the kept disk again: this QEMU's, its sockets in
+        ``sockets`` (the originals are removed on close), QMP listening, and ``-loadvm``
+        when a ready state was saved. A warm-started QEMU waited for a migration stream
+        (``-incoming defer``); the kept disk boots without one, and QEMU refuses
+        ``-incoming`` beside ``-loadvm``."""
+        assert self.launched_config is not None, "a kept machine was started"
+        config = replace(
+            self.launched_config,
+            qmp_path=sockets / "qmp.sock",
+            qmp_listen=True,
+            agent_serial_path=sockets / "agent-serial.sock",
+            qga_path=sockets / "qga.sock" if self.launched_config.qga_path else None,
+            incoming=False,
+        )
+        argv = build_qemu_argv(config)
+        if loadvm is not None:
+            argv += ["-loadvm", loadvm]
+        return shlex.join(argv)
 
 
 def _file_tail(path: Path) -> tuple[int, str]:
@@ -792,18 +753,6 @@ def _shutdown_reason(reason: str) -> str:
     if reason.startswith("host-"):
         return f"QEMU was told to quit (QMP SHUTDOWN, reason: {reason})"
     return f"guest shut down (QMP SHUTDOWN, reason: {reason})"
-
-
-def _load_image(path: Path) -> Image.Image:
-    with Image.open(path) as image:
-        image.load()
-        return image.copy()
-
-
-def _check_tag(tag: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", tag):
-        raise ValueError(f"snapshot tag must be 1-64 of [A-Za-z0-9_.-], got {tag!r}")
-    return tag
 
 
 class _Collect(asyncio.Protocol):

@@ -16,20 +16,29 @@ with the ``vmcoreinfo`` device only; QEMU refuses it otherwise).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol, get_args
+from typing import Protocol
 
 from pytest_adare.errors import VMTimeout
+from pytest_adare.machine.results import (
+    DUMP_FORMATS,
+    DUMP_TIMEOUT,
+    DumpFormat,
+    MemoryDump,
+    MemoryDumpFailed,
+    discard_file,
+    new_file_target,
+)
 from pytest_adare.qemu.run_state import QMP_TIMEOUT, QmpMachine, paused
 
-DumpFormat = Literal["elf", "kdump-zlib", "kdump-lzo", "kdump-snappy", "win-dmp"]
-DUMP_FORMATS: tuple[DumpFormat, ...] = get_args(DumpFormat)
-DUMP_TIMEOUT = 600.0
+__all__ = [
+    "DUMP_FORMATS", "DUMP_TIMEOUT", "DumpFormat", "MemoryDump", "MemoryDumpFailed",
+    "dump_guest_memory",
+]  # fmt: skip
+
 POLL_INTERVAL = 0.1
 
 
@@ -37,33 +46,6 @@ class DumpMachine(QmpMachine, Protocol):
     """Also needs the console tail, for the timeout error."""
 
     def console_tail(self, n: int = 40) -> list[str]: ...
-
-
-@dataclass(frozen=True)
-class MemoryDump:
-    """A finished dump: where, which format, its size and how long it took."""
-
-    path: Path
-    format: str
-    size: int
-    seconds: float
-
-
-class MemoryDumpFailed(RuntimeError):
-    """QEMU reported the dump as failed (the message holds ``query-dump``'s answer)."""
-
-
-def new_file_target(path: str | Path) -> Path:
-    """The checked absolute target: a new file in an existing directory.
-
-    :raise FileExistsError, FileNotFoundError: it exists, or its directory does not.
-    """
-    target = Path(path).resolve()
-    if target.exists():
-        raise FileExistsError(f"{target} exists; a dump never overwrites a file")
-    if not target.parent.is_dir():
-        raise FileNotFoundError(f"directory {target.parent} does not exist")
-    return target
 
 
 async def dump_guest_memory(
@@ -83,7 +65,7 @@ async def dump_guest_memory(
     :raise FileExistsError, FileNotFoundError: see :func:`new_file_target`.
     :raise MemoryDumpFailed: QEMU reported a failed dump.
     :raise VMTimeout: not completed within ``timeout`` s (the partial file is removed).
-    :raise qemu.qmp.ExecuteError: QEMU refused the dump (e.g. win-dmp on Linux).
+    :raise MachineCommandError: QEMU refused the dump (e.g. win-dmp on Linux).
     """
     if format not in DUMP_FORMATS:
         raise ValueError(f"format must be one of {DUMP_FORMATS}, got {format!r}")
@@ -122,9 +104,3 @@ async def _await_dump(
                 machine.console_tail(),
             )  # fmt: skip
         await asyncio.sleep(POLL_INTERVAL)
-
-
-def discard_file(path: Path) -> None:
-    """Remove ``path`` when it is there."""
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()

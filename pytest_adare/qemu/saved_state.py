@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Protocol
 
 from pytest_adare.cache_dir import cache_root, exclusive_lock
-from pytest_adare.qemu.migration import MigratingMachine, save_state
 
 FORMAT_VERSION = "1"
 """Bumped whenever the layout or the meaning of a saved state changes."""
@@ -123,10 +122,12 @@ def state_lock(key: str, root: Path | None = None) -> Iterator[None]:
         yield
 
 
-class StateMachine(MigratingMachine, Protocol):
-    """What saving needs of a :class:`~pytest_adare.qemu.machine.Machine`."""
+class StateMachine(Protocol):
+    """What saving needs of a machine (:class:`~pytest_adare.machine.base.MachineBackend`)."""
 
-    overlay_path: Path
+    @property
+    def overlay_path(self) -> Path: ...
+    async def asave_state(self, path: Path, timeout: float = 120.0) -> int: ...
 
 
 async def save_machine_state(
@@ -137,7 +138,7 @@ async def save_machine_state(
     root: Path | None = None,
     timeout: float = 300.0,
 ) -> SavedState:
-    """Save ``machine`` (paused afterwards: ``cont`` resumes it) as the state for ``key``.
+    """Save ``machine`` (paused afterwards: ``aresume()`` lets it run) as the state for ``key``.
 
     ``files`` are copied into ``boot/`` under their names; ``meta`` goes to
     ``meta.json``. An existing complete state for ``key`` is kept (and returned).
@@ -151,7 +152,7 @@ async def save_machine_state(
     work = base / f".{key}.{secrets.token_hex(4)}"
     try:
         await asyncio.to_thread(_prepare_dir, base, work, files)
-        await save_state(machine, work / "state.bin", timeout)
+        await machine.asave_state(work / "state.bin", timeout)
         # The migration completed, so QEMU flushed the overlay: a plain copy is consistent.
         await asyncio.to_thread(_private_copy, machine.overlay_path, work / "disk.qcow2")
         await asyncio.to_thread(_write_meta, work / "meta.json", meta)

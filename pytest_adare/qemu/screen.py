@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from PIL import Image
 
-from pytest_adare.qemu import input_events
+from pytest_adare.machine import input_events
 
 
 class InputMachine(Protocol):

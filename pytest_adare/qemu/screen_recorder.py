@@ -1,4 +1,4 @@
-"""A film of the guest's screen: the last seconds of QMP screendumps, kept in bounded memory.
+"""A film of the guest's screen: the last seconds of screendumps, kept in bounded memory.
 
 ::
 
@@ -8,7 +8,7 @@
     await recorder.stop()
     recorder.save_film(folder / "recording.webp")   # animated WebP (GIF: ".gif")
 
-A background task asks QEMU for a PNG screendump ``fps`` times a second (no work in the
+A background task asks the machine for a PNG screendump ``fps`` times a second (no work in the
 guest: QEMU renders its own display) and keeps only frames that differ from the one
 before, each with the time it appeared, in a :class:`FrameRing` bounded by frame count,
 bytes and seconds. A frame is kept as QEMU's PNG bytes (a few tens of KiB for a desktop)
@@ -26,8 +26,6 @@ import contextlib
 import hashlib
 import io
 import os
-import shutil
-import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
@@ -134,9 +132,9 @@ def _film_frame(png: bytes) -> Image.Image:
 
 
 class ScreendumpMachine(Protocol):
-    """What the recorder needs of :class:`~pytest_adare.qemu.machine.Machine`."""
+    """What the recorder needs of a machine (any backend's ``ascreendump_png``)."""
 
-    async def aqmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any: ...
+    async def ascreendump_png(self, timeout: float = 30.0) -> bytes: ...
 
 
 class ScreenRecorder:
@@ -163,7 +161,6 @@ class ScreenRecorder:
         self.failed = 0
         self.last_error = ""
         self._task: asyncio.Task[None] | None = None
-        self._dir: Path | None = None
 
     @property
     def running(self) -> bool:
@@ -173,7 +170,6 @@ class ScreenRecorder:
         """Start recording on the running loop (the machine's); a no-op when running."""
         if self.running:
             return
-        self._dir = Path(tempfile.mkdtemp(prefix="adare-film-"))
         self._task = asyncio.get_running_loop().create_task(self._record())
 
     async def stop(self) -> None:
@@ -183,20 +179,12 @@ class ScreenRecorder:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
 
     async def _record(self) -> None:
-        assert self._dir is not None
-        path = self._dir / "frame.png"
         next_at = time.monotonic()
         while True:
             try:
-                await self._machine().aqmp(
-                    "screendump", SCREENDUMP_TIMEOUT, filename=str(path), format="png"
-                )
-                png = await asyncio.to_thread(path.read_bytes)
+                png = await self._machine().ascreendump_png(SCREENDUMP_TIMEOUT)
                 self.ring.add(time.monotonic(), png)
                 self.captured += 1
             except asyncio.CancelledError:

@@ -121,7 +121,7 @@ def test_bad_ini_value_names_the_ini_key(pytester: pytest.Pytester) -> None:
 
 def test_marker_is_registered_with_its_arguments(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--markers")
-    result.stdout.fnmatch_lines(["@pytest.mark.adare_vm(image=None, gui=None, os=None, *"])
+    result.stdout.fnmatch_lines(["@pytest.mark.adare_vm(image=None, images=None, gui=None, os=None, *"])
 
 
 def test_marker_passes_strict_markers(pytester: pytest.Pytester) -> None:
@@ -156,7 +156,7 @@ def test_bad_marker_argument_errors_before_any_vm_starts(pytester: pytest.Pytest
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(
         [
-            "*adare_vm marker: unknown argument(s) colour; known: image, gui, os, *",
+            "*adare_vm marker: unknown argument(s) colour; known: image, images, gui, os, *",
             "*adare_vm marker: isolation: 'sometimes' is not one of snapshot, none, reboot*",
         ]
     )

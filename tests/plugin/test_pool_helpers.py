@@ -11,6 +11,7 @@ from pytest_adare.plugin.fixtures import sanitise_nodeid
 from pytest_adare.plugin.options import VMRequest
 from pytest_adare.plugin.pool import PooledVM, keep_hint
 from pytest_adare.qemu.argv import MachineConfig, build_qemu_argv
+from pytest_adare.qemu.machine import Machine
 from pytest_adare.vm_options import VMOptions
 
 
@@ -29,7 +30,9 @@ def kept_vm(tmp_path: Path, ready_saved: bool, incoming: bool = False) -> Pooled
         qga_path=run_sockets / "qga.sock",
         disk=tmp_path / "disk-overlay.qcow2",
     )
-    machine = SimpleNamespace(launched_config=config, overlay_path=config.disk)
+    image = SimpleNamespace(memory_mib=None, kernel=None)
+    machine = Machine(cast(Any, image), tmp_path / "vm")
+    machine.launched_config, machine.overlay_path = config, tmp_path / "disk-overlay.qcow2"
     vm = cast(Any, SimpleNamespace(machine=machine, options=VMOptions()))
     request = VMRequest(image="debian", options=VMOptions(), isolation="snapshot")
     return PooledVM(vm, request, cast(Any, None), tmp_path, ready_saved=ready_saved)

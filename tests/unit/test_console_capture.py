@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_adare.qemu.console import ConsoleCapture
+from pytest_adare.machine.console import ConsoleCapture
 
 
 @pytest.fixture

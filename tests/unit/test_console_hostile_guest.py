@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_adare.qemu.console import MAX_LINE_CHARS, ConsoleCapture
+from pytest_adare.machine.console import MAX_LINE_CHARS, ConsoleCapture
 
 READ = 4096
 

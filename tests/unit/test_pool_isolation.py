@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from pytest_adare.errors import AgentDisconnected, SnapshotError, VMDied, VMTimeout
+from pytest_adare.errors import AgentDisconnected, SnapshotError, VMTimeout
 from pytest_adare.image.manifest import ImageManifest, write_manifest
 from pytest_adare.plugin.options import VMRequest
 from pytest_adare.plugin.pool import VMBroken, VMPool
 from pytest_adare.vm_options import READY_TAG, VMOptions
+from tests.fakes.machine import FakeMachine
 
 
 class FakeGuest:
@@ -30,15 +31,6 @@ class FakeGuest:
     def call(self, tool: str) -> dict[str, Any]:
         self._vm.record(f"call {tool}")
         return {"status": "success"}
-
-
-class FakeMachine:
-    def __init__(self, vm: FakeVM) -> None:
-        self._vm = vm
-
-    def check_alive(self) -> None:
-        if self._vm.died is not None:
-            raise VMDied(self._vm.died, ["Kernel panic - not syncing"])
 
 
 @dataclass
@@ -67,7 +59,9 @@ class FakeVM:
 
     @property
     def machine(self) -> FakeMachine:
-        return FakeMachine(self)
+        machine = FakeMachine(None, self.workdir).start()
+        machine.died = self.died
+        return machine
 
     def start(self, progress: Any = None) -> FakeVM:
         self.record("start")

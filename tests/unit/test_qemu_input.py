@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_adare.qemu.input_events import (
+from pytest_adare.machine.input_events import (
     ABS_MAX,
     button_events,
     char_qcode,

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_warm_state import FakeMachine, plan
+from test_warm_state import fake_machine, plan
 
 from pytest_adare.cache_dir import cache_root
 from pytest_adare.image.manifest import ImageManifest
@@ -55,7 +55,7 @@ def save(image: ImageManifest, tmp_path: Path) -> SavedState:
     handoff.write_bytes(b"initrd with the token")
     files, names = boot_files(handoff, {})
     meta = {"agent_token": "tok", "fw_cfg": names}
-    return asyncio.run(save_machine_state(FakeMachine(overlay), key, files, meta))
+    return asyncio.run(save_machine_state(fake_machine(overlay), key, files, meta))
 
 
 def mode(path: Path) -> int:

@@ -13,9 +13,8 @@ import asyncio
 import base64
 import io
 import json
-import re
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,89 +25,21 @@ from PIL import Image
 from pytest_adare.agent.diagnosis import FACTS_SCRIPT
 from pytest_adare.agent.install import FW_CFG_CONFIG, IDENTITY_SCRIPT, PYTHON_VERSION_SCRIPT
 from pytest_adare.agent.screen import AgentScreen
-from pytest_adare.errors import AgentUnreachable, QGAError, VMDied, VMTimeout
+from pytest_adare.errors import AgentUnreachable, QGAError, VMDied
 from pytest_adare.image.manifest import AgentSpec, ImageManifest
 from pytest_adare.qemu.qga import QGAExecResult
 from pytest_adare.qemu.screen import QemuScreen
 from pytest_adare.vm import AGENT_STARTED, VM
 from pytest_adare.vm_options import READY_TAG, VMOptions
+from tests.fakes.machine import CONSOLE, FakeMachine
 
 Log = list[str]
-CONSOLE = ["[    1.2] adare-init: agent started", "Debian GNU/Linux 12 adare ttyS0"]
 
 
 def _png(color: str, size: tuple[int, int] = (8, 6)) -> bytes:
     out = io.BytesIO()
     Image.new("RGB", size, color).save(out, "PNG")
     return out.getvalue()
-
-
-class FakeMachine:
-    """What the VM drives of :class:`pytest_adare.qemu.machine.Machine`, as a log.
-
-    Built through ``machine_factory`` with the same arguments as a Machine; ``image``
-    is the :class:`~pytest_adare.qemu.machine.MachineImage` it would boot.
-    """
-
-    def __init__(self, image: Any, workdir: Path, log: Log, number: int, **kw: Any) -> None:
-        self.image = image
-        self.workdir = workdir
-        self.kw = kw
-        self.log = log
-        self.id = f"machine{number}"
-        self.alive = False
-        self.died: str | None = None
-        self.accel, self.accel_reason = "tcg", "accel: tcg (test)"
-        self.agent_port = 40000 + number
-        self.agent_serial_path = workdir / f"no-agent-serial-{number}.sock"
-        self.qga_path = workdir / f"qga-{number}.sock"
-        self.console_log_path = workdir / f"console-{number}.log"
-        self.launched_config = None
-
-    def _record(self, what: str) -> None:
-        self.log.append(f"{self.id}.{what}")
-
-    def start(self) -> FakeMachine:
-        self._record("start")
-        self.alive = True
-        return self
-
-    def shutdown(self, timeout: float = 10.0) -> None:
-        self._record("shutdown")
-        self.alive = False
-
-    def check_alive(self) -> None:
-        if self.died is not None or not self.alive:
-            raise VMDied(self.died or f"{self.id} was shut down", self.console_tail())
-
-    async def bounded(self, coro: Awaitable[Any], timeout: float, what: str) -> Any:
-        try:
-            return await asyncio.wait_for(coro, timeout)
-        except asyncio.TimeoutError:
-            raise VMTimeout(what, timeout, self.console_tail()) from None
-
-    async def await_for_console(self, pattern: str, timeout: float, since: int = 0) -> Any:
-        self._record(f"await_for_console {pattern}")
-        return re.search(pattern, CONSOLE[0])
-
-    def console_tail(self, n: int = 40) -> list[str]:
-        return CONSOLE[-n:]
-
-    async def asavevm(self, tag: str, timeout: float = 120.0) -> None:
-        self._record(f"savevm {tag}")
-
-    async def aloadvm(self, tag: str, timeout: float = 120.0) -> None:
-        self._record(f"loadvm {tag}")
-
-    async def ascreendump(self, timeout: float = 30.0) -> Image.Image:
-        self._record("screendump")
-        return Image.open(io.BytesIO(_png("blue")))
-
-    async def asend_input(self, events: list[dict[str, Any]]) -> None:
-        self._record(f"input {len(events)}")
-
-    async def atype_text(self, text: str, key_interval: float = 0.03) -> None:
-        self._record(f"type {text}")
 
 
 class FakeConnection:

@@ -14,36 +14,45 @@ import pytest
 from pytest_adare.errors import MigrationError
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.qemu.accel import AccelChoice
+from pytest_adare.qemu.migration import save_state
 from pytest_adare.qemu.saved_state import find_state, prune_states, save_machine_state, state_key
 from pytest_adare.vm_options import VMOptions
 from pytest_adare.warm_start import boot_files, saved_boot_inputs, warm_plan
+from tests.fakes.machine import FakeMachine
 
 TCG = AccelChoice("tcg", None, "accel: tcg (test)")
 
 
-class FakeMachine:
-    """Answers the QMP commands a migration sends; ``migrate`` writes the stream file."""
+def fake_machine(overlay: Path, fail: bool = False) -> FakeMachine:
+    machine = FakeMachine(None, overlay.parent, fail_state=fail)
+    machine.overlay_path = overlay
+    return machine
 
-    name = "fake"
 
-    def __init__(self, overlay: Path, fail: bool = False) -> None:
-        self.overlay_path = overlay
+class QmpAnswers:
+    """Answers the QMP commands the QEMU backend's migration sends; ``migrate`` writes
+    the stream file."""
+
+    name = "qmp"
+
+    def __init__(self) -> None:
         self.sent: list[str] = []
-        self.fail = fail
 
     async def aqmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
         self.sent.append(cmd)
         if cmd == "migrate":
             target = args["uri"].split("> ", 1)[1].strip("'")
-            await asyncio.to_thread(Path(target).write_bytes, b"QEVM" + b"\0" * 100)
-        if cmd == "query-migrate":
-            return {"status": "failed", "error-desc": "disk full"} if self.fail else {
-                "status": "completed"
-            }
-        return {}
+            await asyncio.to_thread(Path(target).write_bytes, b"QEVM")
+        return {"status": "completed"} if cmd == "query-migrate" else {}
 
     async def bounded(self, coro: Any, timeout: float, what: str) -> Any:
         return await coro
+
+
+def test_the_qemu_backend_saves_a_state_paused_in_one_pass(tmp_path: Path) -> None:
+    qmp = QmpAnswers()
+    assert asyncio.run(save_state(qmp, tmp_path / "state.bin")) == 4
+    assert qmp.sent == ["stop", "migrate", "query-migrate"]
 
 
 @pytest.fixture
@@ -129,13 +138,13 @@ def test_saving_publishes_a_complete_private_state_that_is_then_found(
     config = tmp_path / "config.json"
     config.write_bytes(b"{}")
     files, names = boot_files(handoff, {"opt/adare/config.json": config})
-    machine = FakeMachine(overlay)
+    machine = fake_machine(overlay)
     saved = asyncio.run(
         save_machine_state(
             machine, first.key, files, {"agent_token": "tok", "fw_cfg": names}, root=root
         )
     )
-    assert machine.sent[:2] == ["stop", "migrate"]  # paused first, then one pass
+    assert machine.log == ["machine1.save_state"]
     assert saved.disk.read_bytes() == b"overlay bytes"
     assert stat.S_IMODE((saved.directory / "meta.json").stat().st_mode) == 0o600
     assert [p.name for p in root.iterdir() if p.name.startswith(".") and p.is_dir()] == []
@@ -146,9 +155,9 @@ def test_saving_publishes_a_complete_private_state_that_is_then_found(
     assert initrd is not None and initrd.read_bytes() == b"initrd with config"
     assert fw_cfg["opt/adare/config.json"].read_bytes() == b"{}"
     # A second save of the same key keeps the state that is there.
-    other = FakeMachine(overlay)
+    other = fake_machine(overlay)
     assert asyncio.run(save_machine_state(other, first.key, {}, {}, root=root)) == saved
-    assert other.sent == []
+    assert other.log == []
 
 
 def test_a_failed_migration_leaves_nothing_behind(image: ImageManifest, tmp_path: Path) -> None:
@@ -157,7 +166,7 @@ def test_a_failed_migration_leaves_nothing_behind(image: ImageManifest, tmp_path
     overlay = tmp_path / "overlay.qcow2"
     overlay.write_bytes(b"x")
     with pytest.raises(MigrationError, match="disk full"):
-        asyncio.run(save_machine_state(FakeMachine(overlay, fail=True), key, {}, {}, root=root))
+        asyncio.run(save_machine_state(fake_machine(overlay, fail=True), key, {}, {}, root=root))
     assert list(root.iterdir()) == []
     assert find_state(key, root) is None
 

@@ -13,20 +13,11 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_adare.errors import QGAError
-from pytest_adare.qemu.capture import active_captures
-from pytest_adare.qemu.disk_export import (
-    DiskFormat,
-    DiskMachine,
-    Flush,
-    FreezeAgent,
-    convert_disk,
-    quiesced,
-)
-from pytest_adare.qemu.memory_dump import DumpFormat, dump_guest_memory
-from pytest_adare.qemu.run_state import paused
+from pytest_adare.machine.base import MachineBackend
+from pytest_adare.machine.quiesce import quiesced
+from pytest_adare.machine.results import DiskFormat, DumpFormat, Flush, FreezeAgent
 
 MEMORY_NAME = "memory.{fmt}"
 DISK_NAME = "disk.{fmt}"
@@ -58,17 +49,8 @@ async def guest_clock(qga: FreezeAgent | None) -> tuple[float | None, float, str
     return int(nanoseconds) / 1e9, time.time(), None
 
 
-async def qemu_version(machine: DiskMachine) -> str:
-    """``major.minor.micro (package)`` from QMP ``query-version``."""
-    answer: dict[str, Any] = await machine.aqmp("query-version")
-    numbers = answer.get("qemu", {})
-    package = str(answer.get("package", "")).strip()
-    version = f"{numbers.get('major')}.{numbers.get('minor')}.{numbers.get('micro')}"
-    return f"{version} ({package})" if package else version
-
-
 async def capture_evidence(
-    machine: DiskMachine,
+    machine: MachineBackend,
     dest: Path,
     *,
     memory: bool = True,
@@ -81,23 +63,22 @@ async def capture_evidence(
 ) -> CapturedEvidence:
     """Take what was asked into ``dest`` (created; must not hold those files yet)."""
     _make_dir(dest)
-    captured = CapturedEvidence(qemu_version=await qemu_version(machine))
+    captured = CapturedEvidence(qemu_version=await machine.ahypervisor_version())
     guest_time, host_read, why = await guest_clock(qga)
     captured.guest_time, captured.host_time_at_guest_read = guest_time, host_read
     if why:
         captured.notes.append(why)
     freeze_agent = qga if disk else None
-    async with quiesced(freeze_agent, flush if disk else None) as how, paused(machine) as at:
+    async with quiesced(freeze_agent, flush if disk else None) as how, machine.paused() as at:
         captured.quiesced, captured.host_time = how, at
         if memory:
             target = dest / MEMORY_NAME.format(fmt=memory_format.replace("-", "."))
-            await dump_guest_memory(machine, target, format=memory_format)
+            await machine.adump_memory(target, memory_format)
             captured.files.append(("memory", target))
         if disk:
             target = dest / DISK_NAME.format(fmt=disk_format)
-            await convert_disk(
-                machine.overlay_path, target, disk_format, console_tail=machine.console_tail
-            )
+            # Inside the one pause: the export's own pause and quiesce are no-ops here.
+            await machine.aexport_disk(target, disk_format)
             captured.files.append(("disk", target))
         if pcap:
             _copy_captures(machine, dest, captured)
@@ -108,8 +89,8 @@ def _make_dir(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
 
 
-def _copy_captures(machine: DiskMachine, dest: Path, captured: CapturedEvidence) -> None:
-    running = active_captures(machine)
+def _copy_captures(machine: MachineBackend, dest: Path, captured: CapturedEvidence) -> None:
+    running = machine.active_captures()
     if not running:
         captured.notes.append(
             "pcap: no network capture was running (vm.network_capture or --adare-pcap)"
@@ -121,4 +102,4 @@ def _copy_captures(machine: DiskMachine, dest: Path, captured: CapturedEvidence)
         captured.files.append(("pcap", target))
 
 
-__all__ = ["CapturedEvidence", "capture_evidence", "guest_clock", "qemu_version"]
+__all__ = ["CapturedEvidence", "capture_evidence", "guest_clock"]
