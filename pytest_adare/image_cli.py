@@ -1,10 +1,13 @@
-"""``adare-image``: build the built-in Debian images and check that an image boots.
+"""``adare-image``: build the built-in Debian images and recipes, check that an image boots.
 
     adare-image build debian [--desktop] [--out DIR] [--suite bookworm] [--mirror URL]
+    adare-image build RECIPE.toml [--force] [--flatten]
+    adare-image build debian [--desktop] --install PKG,PKG [--provision COMMAND] [--name N]
     adare-image check PATH [--accel auto|tcg|kvm] [--timeout SECONDS]
 
 ``build`` prints one line per phase and the manifest path last; without
-``--out`` the image goes to (or is reused from) the user cache. ``check``
+``--out`` the image goes to (or is reused from) the user cache, and a recipe's image
+always does (docs/images.md "Recipes"). ``check``
 boots the image, waits for QGA and the agent, prints each phase's time and
 exits non-zero with the console tail when something fails. A user's image (no
 boot-time hand-off: a bare disk, or a manifest without ``agent.fw_cfg`` /
@@ -20,11 +23,14 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_adare.errors import AdareError
+from pytest_adare.errors import AdareError, ImageError
 from pytest_adare.image.build import build_image
 from pytest_adare.image.cache import cached_image, image_dir
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.image.recipe import DEFAULT_MIRROR, DEFAULT_SUITE, debian_recipe
+from pytest_adare.image.recipe_build import BuildRequest, recipe_image
+from pytest_adare.image.recipe_file import ImageRecipe, check_packages, is_recipe, load_recipe
+from pytest_adare.image.resolve import resolve_image
 from pytest_adare.vm_options import VMOptions
 
 
@@ -32,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="adare-image", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build a built-in image (as root)")
-    build.add_argument("name", choices=["debian"], help="the image to build")
+    build.add_argument("name", help="debian (the built-in image), or a recipe file (.toml)")
     build.add_argument(
         "--desktop",
         action="store_true",
@@ -43,6 +49,30 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--mirror", default=DEFAULT_MIRROR, help="Debian mirror URL")
     build.add_argument(
         "--force", action="store_true", help="rebuild even when the cache already holds the image"
+    )
+    build.add_argument(
+        "--install",
+        action="append",
+        default=[],
+        metavar="PKG,PKG",
+        help="debian only: the one-line recipe's packages (comma-separated, repeatable)",
+    )
+    build.add_argument(
+        "--provision",
+        action="append",
+        default=[],
+        metavar="COMMAND",
+        help="debian only: a shell command run as root after the packages (repeatable)",
+    )
+    build.add_argument(
+        "--name",
+        dest="image_name",
+        help="debian only: the one-line recipe's image name (default: debian[-desktop]-custom)",
+    )
+    build.add_argument(
+        "--flatten",
+        action="store_true",
+        help="a recipe over a disk that is not built in: one standalone disk, not a layer",
     )
     check = commands.add_parser("check", help="boot an image and wait for QGA and the agent")
     check.add_argument("path", help="manifest, image directory, disk, or built-in name")
@@ -66,7 +96,49 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
+def _one_line_recipe(args: argparse.Namespace) -> ImageRecipe | None:
+    """``build debian [--desktop] --install A,B --provision CMD`` as a recipe (None: plain)."""
+    packages = [p.strip() for group in args.install for p in group.split(",") if p.strip()]
+    if not (packages or args.provision):
+        if args.image_name:
+            raise ImageError("--name names a one-line recipe: give --install or --provision")
+        return None
+    base = "debian-desktop" if args.desktop else "debian"
+    return ImageRecipe(
+        name=args.image_name or f"{base}-custom",
+        base=base,
+        install=check_packages(packages, "given on the command line"),
+        provision=tuple(args.provision),
+    )
+
+
+def _build_recipe(args: argparse.Namespace, recipe: ImageRecipe | Path) -> int:
+    # Deferred: a recipe over a user's disk boots it (the whole VM layer).
+    from pytest_adare.image_provision import build_on_disk
+
+    if args.out is not None or args.suite != DEFAULT_SUITE:
+        raise ImageError("--out and --suite are for the built-in image; a recipe is cached")
+    loaded = load_recipe(recipe) if isinstance(recipe, Path) else recipe
+    manifest = recipe_image(
+        loaded,
+        resolve_base=lambda base: resolve_image(base, _say),
+        booted=build_on_disk,
+        request=BuildRequest(force=args.force, flatten=args.flatten, mirror=args.mirror),
+        progress=_say,
+    )
+    print(manifest, flush=True)
+    return 0
+
+
 def _build(args: argparse.Namespace) -> int:
+    if is_recipe(args.name):
+        return _build_recipe(args, Path(args.name))
+    if args.name != "debian":
+        raise ImageError(
+            f"cannot build {args.name!r}: give debian (the built-in image) or a recipe (.toml)"
+        )
+    if (one_line := _one_line_recipe(args)) is not None:
+        return _build_recipe(args, one_line)
     recipe = debian_recipe(desktop=args.desktop, suite=args.suite)
     if args.out is not None:
         manifest = build_image(recipe, args.out, mirror=args.mirror, progress=_say)
@@ -81,10 +153,10 @@ def _build(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     # Deferred: the check boots QEMU (qemu.qmp, websockets, PIL); `build` needs none of it.
     from pytest_adare.agent.install import uses_boot_handoff
-    from pytest_adare.image.resolve import resolve_image
     from pytest_adare.image_check import check_image
+    from pytest_adare.image_provision import build_on_disk
 
-    manifest = resolve_image(args.path, progress=_say)
+    manifest = resolve_image(args.path, progress=_say, booted=build_on_disk)
     if not uses_boot_handoff(manifest):
         return _check_own_image(args, manifest)
     report = check_image(

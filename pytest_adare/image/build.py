@@ -18,13 +18,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from adare_guest.config import VIRTIO_PORT_NAME
 from pytest_adare.errors import ImageError
 from pytest_adare.image.agent_bundle import build_agent_bundle
+from pytest_adare.image.build_failure import build_failure_cause
 from pytest_adare.image.initrd import build_initrd
 from pytest_adare.image.manifest import AgentSpec, ImageManifest, write_manifest
-from pytest_adare.image.recipe import DEFAULT_MIRROR, Recipe
+from pytest_adare.image.recipe import DEFAULT_MIRROR, Recipe, debian_recipe
 from pytest_adare.image.rootfs import (
     bootstrap,
     install_adare_layout,
@@ -130,6 +132,20 @@ def make_disk(rootfs: Path, work: Path, out: Path, log: Path) -> None:
     raw.unlink()
 
 
+def recipe_steps(recipe: Recipe) -> dict[str, Any] | None:
+    """What a user's recipe added to the built-in image, for the manifest (None: nothing)."""
+    if not (recipe.provision or recipe.files) and recipe.name in ("debian", "debian-desktop"):
+        return None
+    base = debian_recipe(desktop=recipe.desktop, suite=recipe.suite)
+    return {
+        "base": base.name,
+        "base_recipe_hash": base.recipe_hash(),
+        "install": [p for p in recipe.packages if p not in base.packages],
+        "files": [copy.hashed() for copy in recipe.files],
+        "provision": list(recipe.provision),
+    }
+
+
 def _replace_dir(built: Path, out: Path) -> None:
     if out.exists():
         old = out.with_name(f".{out.name}.old-{os.getpid()}")
@@ -165,7 +181,11 @@ def build_image(
             f"mmdebstrap {recipe.suite}, {len(recipe.packages) + 1} "
             "packages and their dependencies",
         ):
-            bootstrap(recipe, rootfs, work / "kernel", mirror, log)
+            try:
+                bootstrap(recipe, rootfs, work / "kernel", mirror, log)
+            except ImageError as exc:
+                cause = build_failure_cause(log.read_text(errors="replace"), recipe, mirror)
+                raise ImageError(f"{cause}\n{exc}" if cause else str(exc)) from exc
         with clock.phase("layout", "busybox init, qemu-ga, baked agent"):
             install_adare_layout(recipe, rootfs, bundle.path, SERIAL_DEVICE)
             modules = take_kernel(recipe, work / "kernel", rootfs, stage)
@@ -200,6 +220,8 @@ def build_image(
             memory_mib=recipe.memory_mib,
             disk_sha256=file_sha256(stage / "disk.qcow2"),
             recipe_hash=recipe.recipe_hash(),
+            user=recipe.user,
+            steps=recipe_steps(recipe),
             built_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
         write_manifest(manifest, stage)

@@ -70,6 +70,13 @@ class ImageManifest:
     ready_command: str | None = None
     """A guest shell command that exits 0 once the guest is ready for tests (see
     ``VMOptions.ready_command``, which overrides it)."""
+    user: str | None = None
+    """The guest's desktop user (``guest.user``); None: the one whose session runs, else root."""
+    base_sha256: str | None = None
+    """An image built from a recipe: the sha256 of the disk it extends (None when the steps
+    went in when its root file system was made)."""
+    steps: dict[str, Any] | None = None
+    """An image built from a recipe: what the recipe did (install, files, provision)."""
     path: Path | None = None
     """Where the manifest was loaded from (None for a bare disk)."""
     firmware_reason: str = field(default="", compare=False)
@@ -261,6 +268,9 @@ def load_manifest(path: str | Path) -> ImageManifest:
         built_at=fields.get("built_at", str, None),
         firmware=fields.get("firmware", str, "bios", choices=FIRMWARES),
         ready_command=_ready_command_from(fields),
+        user=fields.get("user", str, None),
+        base_sha256=fields.get("base_sha256", str, None),
+        steps=fields.get("steps", dict, None),
         path=source,
         firmware_reason="from the manifest" if "firmware" in data else "the manifest's default",
     )

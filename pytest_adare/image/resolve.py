@@ -1,7 +1,7 @@
 """From what the user wrote (``--adare-vm``) to an :class:`ImageManifest`.
 
 A manifest file, a directory holding one, a bare disk (its format read by
-``qemu-img``), or a built-in name built on first use and cached::
+``qemu-img``), or a built-in name or a recipe (``.toml``) built on first use and cached::
 
     manifest = resolve_image("debian")             # built on first use, then cached
     manifest = resolve_image("/images/win.qcow2")  # bare disk, firmware boot
@@ -27,6 +27,8 @@ from pytest_adare.image.manifest import (
     load_manifest,
 )
 from pytest_adare.image.partition_table import HEAD_BYTES, Firmware, firmware_for
+from pytest_adare.image.recipe_build import BootedBuilder, BuildRequest, recipe_image
+from pytest_adare.image.recipe_file import is_recipe, load_recipe
 
 
 def _qemu_img(argv: list[str], path: Path) -> str:
@@ -97,20 +99,37 @@ def snapshot_ready(manifest: ImageManifest, progress: Progress | None = None) ->
     return replace(manifest, disk=copy, format="qcow2")
 
 
-def resolve_image(spec: str | Path, progress: Progress | None = None) -> ImageManifest:
+def resolve_image(
+    spec: str | Path,
+    progress: Progress | None = None,
+    *,
+    booted: BootedBuilder | None = None,
+    request: BuildRequest | None = None,
+) -> ImageManifest:
     """Turn what the user wrote (``--adare-vm``) into a manifest.
 
     ``spec`` is a manifest file, a directory holding ``adare-image.json``, a bare
-    disk image (any of ``DISK_FORMATS``), or a built-in name (``debian``, ``debian-desktop``),
-    which is built on first use and cached (this needs root; ``progress`` gets
-    one line per build phase).
+    disk image (any of ``DISK_FORMATS``), a built-in name (``debian``, ``debian-desktop``),
+    or a recipe (``.toml``); the last two are built on first use and cached (this needs
+    root; ``progress`` gets one line per build phase). A recipe over a base that is not
+    built in is built by booting the base with ``booted``
+    (``image_provision.build_on_disk``).
 
-    :raise ImageError: nothing usable at ``spec``, or the build failed.
+    :raise ImageError: nothing usable at ``spec``, bad recipe, or the build failed.
     """
     text = str(spec)
     path = Path(text).expanduser()
     if text in BUILTIN_IMAGES and not path.exists():
         return load_manifest(cached_builtin_image(text, progress=progress))
+    if is_recipe(text):
+        built = recipe_image(
+            load_recipe(path),
+            resolve_base=lambda base: resolve_image(base, progress),
+            booted=booted,
+            request=request,
+            progress=progress,
+        )
+        return load_manifest(built)
     if path.is_dir():
         manifest = path / MANIFEST_NAME
         if not manifest.is_file():
@@ -121,5 +140,6 @@ def resolve_image(spec: str | Path, progress: Progress | None = None) -> ImageMa
         return snapshot_ready(found, progress)
     raise ImageError(
         f"no image at {text!r}: give a manifest ({MANIFEST_NAME}), its directory, a disk "
-        f"({', '.join(DISK_FORMATS)}), or a built-in name ({', '.join(BUILTIN_IMAGES)})"
+        f"({', '.join(DISK_FORMATS)}), a recipe (.toml), or a built-in name "
+        f"({', '.join(BUILTIN_IMAGES)})"
     )

@@ -7,6 +7,7 @@ and root shell on ``ttyS0``. No systemd: under TCG it costs ~40 s of boot.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -78,13 +79,63 @@ def _purge_kernel_hook(recipe: Recipe) -> str:
     )
 
 
+# No package may replace the image's busybox init: apt never installs these (an install
+# that needs one fails and names it instead). Written before the first package goes in.
+KEEP_INIT_PREFERENCES = """\
+Package: systemd-sysv sysvinit-core runit-init openrc
+Pin: release *
+Pin-Priority: -1
+"""
+KEEP_INIT_PATH = "etc/apt/preferences.d/adare-keep-init"
+STEP_FAILED = "adare-recipe: provision step {index} failed with exit code"
+"""The line a failing provision step leaves in the build log (the error quotes it)."""
+
+
+def _keep_init_hook(scratch: Path) -> str:
+    preferences = scratch / "adare-keep-init"
+    preferences.write_text(KEEP_INIT_PREFERENCES)
+    return f'mkdir -p "$1/etc/apt/preferences.d" && cp {preferences} "$1/{KEEP_INIT_PATH}"'
+
+
+def _recipe_hooks(recipe: Recipe, scratch: Path) -> list[str]:
+    """Customize hooks for the desktop user, the copied files and the provision steps, in
+    that order; each runs in the finished root through ``chroot`` (never on the host)."""
+    hooks = []
+    if recipe.user is not None:
+        script = scratch / "desktop-user.sh"
+        script.write_bytes(recipe.script("desktop-user.sh"))
+        hooks.append(f'chroot "$1" /bin/sh -s {shlex.quote(recipe.user)} < {script}')
+    for copy in recipe.files:
+        dest = shlex.quote(copy.dest.lstrip("/"))
+        hook = f'mkdir -p "$1/$(dirname {dest})" && cp {shlex.quote(str(copy.source))} "$1/"{dest}'
+        if copy.owner is not None:
+            hook += f" && chroot \"$1\" chown {shlex.quote(copy.owner)} /{dest}"
+        if copy.mode is not None:
+            hook += f' && chmod {copy.mode:o} "$1/"{dest}'
+        hooks.append(hook)
+    for index, step in enumerate(recipe.provision, 1):
+        script = scratch / f"provision-{index}.sh"
+        script.write_text(step + "\n")
+        failed = STEP_FAILED.format(index=index)
+        hooks.append(
+            f'cp {script} "$1/tmp/adare-provision.sh"; '
+            'chroot "$1" /bin/sh /tmp/adare-provision.sh; rc=$?; '
+            'rm -f "$1/tmp/adare-provision.sh"; '
+            f'if [ "$rc" -ne 0 ]; then echo "{failed} $rc"; exit "$rc"; fi'
+        )
+    return hooks
+
+
 def bootstrap(recipe: Recipe, target: Path, kernel_dir: Path, mirror: str, log: Path) -> None:
-    """Install the recipe's packages into ``target`` with ``mmdebstrap`` (as root).
+    """Install the recipe's packages into ``target`` with ``mmdebstrap`` (as root), then
+    its desktop user, files and provision steps.
 
     The kernel's ``/boot`` and ``/lib/modules`` are copied to ``kernel_dir`` and the
     kernel packages are purged from ``target``.
     """
     kernel_dir.mkdir(parents=True)
+    scratch = kernel_dir.parent / "hooks"
+    scratch.mkdir(exist_ok=True)
     argv = [
         "mmdebstrap",
         "--variant=essential",
@@ -94,7 +145,9 @@ def bootstrap(recipe: Recipe, target: Path, kernel_dir: Path, mirror: str, log: 
         *(f"--dpkgopt={rule}" for rule in _DPKG_EXCLUDES),
         *(f"--dpkgopt=path-exclude={glob}" for glob in recipe.dpkg_excludes),
         f"--customize-hook=copy-out /boot /lib/modules {kernel_dir}",
+        f"--setup-hook={_keep_init_hook(scratch)}",
         f"--customize-hook={_purge_kernel_hook(recipe)}",
+        *(f"--customize-hook={hook}" for hook in _recipe_hooks(recipe, scratch)),
         recipe.suite,
         str(target),
         mirror,
@@ -132,6 +185,8 @@ def _agent_env(recipe: Recipe, serial_device: str) -> str:
         "PATH": "/usr/sbin:/usr/bin:/sbin:/bin:/adare/bin",
         "HOME": "/root",
     }
+    if recipe.user is not None:
+        env["ADARE_USER"] = recipe.user
     if recipe.desktop:
         assert recipe.display is not None
         env["DISPLAY"] = ":0"
@@ -220,8 +275,9 @@ def _keep_modules(modules: Path, wanted: list[str], target: Path) -> None:
 
 
 def strip_rootfs(rootfs: Path) -> None:
-    """Drop what the booted guest never reads (leftover apt lists and caches)."""
-    for leftover in ("var/lib/apt/lists", "var/cache/apt", "var/cache/debconf", "boot"):
+    """Drop what the booted guest never reads (leftover apt lists and caches) and what a
+    recipe's steps left in ``/tmp``."""
+    for leftover in ("var/lib/apt/lists", "var/cache/apt", "var/cache/debconf", "boot", "tmp"):
         target = rootfs / leftover
         if target.is_dir():
             for child in target.iterdir():

@@ -13,13 +13,18 @@ import json
 from dataclasses import MISSING, asdict, dataclass, fields
 from importlib import resources
 
-BUILDER_VERSION = 1
+from pytest_adare.image.recipe_file import FileCopy
+
+BUILDER_VERSION = 2
+"""2: apt and its sources list, the init kept by an apt pin, the desktop user."""
 DEFAULT_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 # usr-is-merged: else apt satisfies init-system-helpers with usrmerge, which drags in perl.
 _CONSOLE_PACKAGES = (
     "python3",
+    # apt, so a recipe or a test can install more (mmdebstrap keeps the sources list).
+    "apt",
     "python3-pip",  # install_dependencies (pip install --target RUN_DIR/site-packages)
     "qemu-guest-agent",
     "iproute2",
@@ -40,6 +45,10 @@ _DESKTOP_PACKAGES = (
     # openbox draw glyphs the host's OCR reads well.
     "python3-tk",
     "fonts-dejavu-core",
+    # The session bus of the desktop user (dbus-daemon); it also stands for every
+    # package's "dbus-user-session | dbus-x11", so none pulls in systemd's user session.
+    "dbus-x11",
+    "dbus-daemon",
 )
 # nft, so a test can firewall the agent's port for real (issue 5's diagnosis). Its kernel
 # modules load on demand (the kernel runs modprobe when nft opens its netlink socket),
@@ -92,6 +101,12 @@ class Recipe:
     rootfs_modules: tuple[str, ...] = ()
     """Single modules (and their dependencies) kept in the root disk for ``modprobe`` to
     load on demand: the kernel asks for them by alias when something first uses them."""
+    user: str | None = None
+    """The desktop session's user (uid 1000), made with its home and XDG directories."""
+    provision: tuple[str, ...] = ()
+    """A recipe's shell commands, run as root in the finished root file system."""
+    files: tuple[FileCopy, ...] = ()
+    """A recipe's host files, copied in before the provision commands run."""
 
     def script(self, name: str) -> bytes:
         """The bytes of one recipe file in this package."""
@@ -112,6 +127,8 @@ class Recipe:
         for spec in fields(self):
             if spec.default is not MISSING and values[spec.name] == spec.default:
                 del values[spec.name]
+        if "files" in values:  # their content and destination, not the host's path
+            values["files"] = [copy.hashed() for copy in self.files]
         values["builder_version"] = BUILDER_VERSION
         return values
 
@@ -155,8 +172,10 @@ def debian_recipe(desktop: bool = False, suite: str = DEFAULT_SUITE) -> Recipe:
             "sysinit-extra-desktop.sh",
             "desktop-session.sh",
             "demo-dialog.sh",
+            "desktop-user.sh",
         ),
         inittab_extra=("::respawn:/adare/init/desktop-session.sh",),
+        user="user",
         # Mesa's GL drivers and LLVM (GLX: unused), and what only imlib2's image loaders
         # dlopen (PostScript, HEIF/AV1 codecs): ~220 MB that no test reads.
         dpkg_excludes=tuple(

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Respawned by busybox init: X on the VM's display, openbox, and a focused xterm.
+# Respawned by busybox init: X on the VM's display, and the desktop user's session:
+# openbox and a focused xterm.
 . /adare/init/lib.sh
 . /adare/init/agent.env
 say "starting X on :0"
@@ -28,8 +29,37 @@ while [ "$tries" -lt 300 ]; do
     sleep 0.1
     tries=$((tries + 1))
 done
+# The session is the desktop user's (root has none), with what a display manager and
+# logind give it: XDG_RUNTIME_DIR, a session bus there, a UTF-8 locale. What it has is
+# written to /run/adare/session.env, where the agent and guest.user read it.
+user="$ADARE_USER"
+uid=$(id -u "$user")
+runtime="/run/user/$uid"
+mkdir -p "$runtime" /run/adare
+chown "$user:$user" "$runtime"
+chmod 700 "$runtime"
+home=$(getent passwd "$user" | cut -d: -f6)
+cat > /run/adare/session.env.new <<ENV
+USER=$user
+LOGNAME=$user
+HOME=$home
+SHELL=/bin/sh
+LANG=C.UTF-8
+DISPLAY=:0
+XDG_RUNTIME_DIR=$runtime
+XDG_SESSION_TYPE=x11
+XDG_CURRENT_DESKTOP=openbox
+DBUS_SESSION_BUS_ADDRESS=unix:path=$runtime/bus
+PATH=/usr/local/bin:/usr/bin:/bin
+ENV
+mv /run/adare/session.env.new /run/adare/session.env
+cd "$home" || cd /
 # openbox runs --startup once it manages the screen, so the new xterm gets the focus.
-openbox --startup "xterm -geometry 100x30+40+40" > /adare/run/openbox.out 2>&1 &
+# shellcheck disable=SC2046
+setpriv --reuid="$uid" --regid="$uid" --init-groups env -i $(cat /run/adare/session.env) \
+    sh -c 'dbus-daemon --session --address="$DBUS_SESSION_BUS_ADDRESS" --fork --nopidfile \
+           && exec openbox --startup "xterm -geometry 100x30+40+40"' \
+    > /adare/run/openbox.out 2>&1 &
 say "desktop started"
 wait "$xorg"
 say "X exited; restarting"
