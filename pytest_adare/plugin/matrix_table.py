@@ -277,7 +277,9 @@ def render_changes_text(comparison: Comparison) -> list[str]:
 
 
 def _md(text: str | None) -> str:
-    return html.escape(_cut(text, MARKDOWN_CELL)).replace("|", "\\|")
+    # Markdown renders inline HTML: a guest's text must not become a tag.
+    cut = _cut(text, MARKDOWN_CELL).replace("&", "&amp;").replace("<", "&lt;")
+    return cut.replace("|", "\\|")
 
 
 def render_markdown(matrix: Matrix, comparison: Comparison | None, baseline: str = "") -> str:
