@@ -1,6 +1,6 @@
 """The manifest of an evidence bundle: what was taken, its hashes, and the circumstances.
 
-The hypervisor side (:mod:`pytest_adare.qemu.evidence_capture`) writes the files; this
+The machine side (:mod:`pytest_adare.forensics.evidence_capture`) writes the files; this
 module gets them as plain data and writes ``dest/manifest.json`` (and the same as
 CASE/UCO JSON-LD in ``dest/manifest.jsonld``)::
 
