@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ def second_image(test_image: str, tmp_path: Path) -> Path:
     return folder
 
 
-def cells(artifacts: Path) -> dict[str, dict[str, dict[str, object]]]:
+def cells(artifacts: Path) -> dict[str, Any]:
     document = json.loads((artifacts / "adare-matrix.json").read_text())
     return {test["test"]: test for test in document["tests"]}
 
@@ -82,7 +83,6 @@ def test_the_same_tests_on_two_images_then_a_baseline_under_xdist(
     )
     memory = cells(first)["test_across.py::test_memory"]
     values = memory["cells"]
-    assert isinstance(values, dict)
     small, big = (values[i]["records"]["MemTotal MiB"] for i in values)
     assert big > small + 100, values
     assert memory["differences"] == [{"row": "record MemTotal MiB", "images": ["debian-big"]}]
