@@ -148,18 +148,7 @@ def test_click_presses_and_releases_the_left_button_there(route: Route, recorder
     assert kinds(lines, "press", "release", "double") == [f"press 1 {x} {y}", f"release 1 {x} {y}"]
 
 
-def test_double_click_is_one_double_click_for_the_guest(
-    route: Route, recorder: Recorder, request: pytest.FixtureRequest
-) -> None:
-    if isinstance(route.guest.aio.screen, QemuScreen):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="QemuScreen.click sends the second click right after the first and "
-                "the guest drops it (libinput's button debouncing, it seems); with a 50 ms "
-                "gap between the clicks Tk sees a double click",
-            )
-        )
+def test_double_click_is_one_double_click_for_the_guest(route: Route, recorder: Recorder) -> None:
     x, y = route.at(420, 330)
     mark = recorder.mark()
     route.guest.double_click(x, y)
