@@ -1017,6 +1017,15 @@ class Guest(SyncTwin[AsyncGuest]):
         """The agent's identity: version, bundle_hash, platform, tools."""
         return self.aio.server_info
 
+    @property
+    def screen(self) -> Screen:
+        """Where screenshots and input go (see :meth:`AsyncGuest.use_screen`)."""
+        return self.aio.screen
+
+    def use_screen(self, screen: Screen | None) -> None:
+        """Route screenshots and input to ``screen`` (``None``: the agent's GUI tools)."""
+        self.aio.use_screen(screen)
+
     call = sync_twin(AsyncGuest.call)
     shell = sync_twin(AsyncGuest.shell)
     pull = sync_twin(AsyncGuest.pull)

@@ -118,13 +118,13 @@ def route(
     """The VM's facade with its input routed through the agent or QMP (``host``)."""
     guest = vm.guest
     if request.param == "host":
-        guest.aio.use_screen(QemuScreen(vm.machine, manifest.display))
-        assert isinstance(guest.aio.screen, QemuScreen)
+        guest.use_screen(QemuScreen(vm.machine, manifest.display))
+        assert isinstance(guest.screen, QemuScreen)
     try:
         yield Route(guest, 0 if request.param == "host" else 40)
     finally:
-        guest.aio.use_screen(None)
-        assert isinstance(guest.aio.screen, AgentScreen)  # None: back to the agent's tools
+        guest.use_screen(None)
+        assert isinstance(guest.screen, AgentScreen)  # None: back to the agent's tools
 
 
 def kinds(lines: list[str], *wanted: str) -> list[str]:
