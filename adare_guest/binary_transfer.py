@@ -19,6 +19,10 @@ a JSON one. Kinds:
   answers END with END (the digest of what it stored) once the file is in place.
 - ``CANCEL``: the transfer is abandoned; the payload is the reason (UTF-8).
 
+Kinds 16 and up are other streams that share this header (a terminal's bytes,
+:mod:`adare_guest.terminal`); :meth:`Transfers.attach` routes them to their handler, so a
+host that never opens such a stream never sees them.
+
 :class:`Transfers` is one session's guest side: it streams pulls (reading ahead one
 chunk, hashing as it reads) and stores pushes (checking every offset and length against
 the size announced, hashing as it writes). Either side's peer is untrusted.
@@ -34,7 +38,7 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from adare_guest.worker_pool import shared_pool
 
@@ -65,6 +69,26 @@ class FrameKind(enum.IntEnum):
     ACK = 2
     END = 3
     CANCEL = 4
+    TERMINAL_DATA = 16
+    TERMINAL_ACK = 17
+    TERMINAL_RESIZE = 18
+    TERMINAL_SIGNAL = 19
+    TERMINAL_CLOSE = 20
+    TERMINAL_EXIT = 21
+
+
+TERMINAL_KINDS = frozenset(kind for kind in FrameKind if kind >= FrameKind.TERMINAL_DATA)
+"""The kinds of a terminal stream (:mod:`adare_guest.terminal`), not of a file transfer."""
+
+
+class StreamHandler(Protocol):
+    """Another kind of binary stream on a session (:meth:`Transfers.attach`)."""
+
+    async def receive(self, frame: TransferFrame) -> None:
+        """Act on one message of the handler's kinds."""
+
+    async def close(self) -> None:
+        """The session ends: stop every stream."""
 
 
 class TransferFrameError(ValueError):
@@ -187,7 +211,22 @@ class Transfers:
         self._send = send
         self._outgoing: dict[int, _Outgoing] = {}
         self._incoming: dict[int, _Incoming] = {}
+        self._handlers: dict[FrameKind, StreamHandler] = {}
         self.closed = False
+
+    @property
+    def send(self) -> SendBinary:
+        """Sends one binary message to the host (for other stream kinds' handlers)."""
+        return self._send
+
+    def handler(self, kind: FrameKind) -> StreamHandler | None:
+        """The handler attached for ``kind``, if any."""
+        return self._handlers.get(kind)
+
+    def attach(self, kinds: frozenset[FrameKind], handler: StreamHandler) -> None:
+        """Route messages of ``kinds`` to ``handler``; it is closed with the session."""
+        for kind in kinds:
+            self._handlers[kind] = handler
 
     def _claim(self, transfer_id: int) -> None:
         if self.closed:
@@ -244,6 +283,11 @@ class Transfers:
         :raise TransferFrameError: it is not a transfer message at all.
         """
         frame = parse_transfer_frame(data)
+        if frame.kind in TERMINAL_KINDS:
+            handler = self._handlers.get(frame.kind)
+            if handler is not None:
+                await handler.receive(frame)
+            return
         if frame.transfer_id in self._outgoing:
             self._on_pull_frame(self._outgoing[frame.transfer_id], frame)
         elif frame.transfer_id in self._incoming:
@@ -254,6 +298,8 @@ class Transfers:
     async def close(self) -> None:
         """Stop every transfer (pulls cancelled, half-pushed files removed)."""
         self.closed = True
+        for handler in set(self._handlers.values()):
+            await handler.close()
         tasks = [out.task for out in self._outgoing.values() if out.task is not None]
         for task in tasks:
             task.cancel()

@@ -92,6 +92,7 @@ _GROUP_MODULES = (
     ("adare_guest.tools.gui", "GuiTools"),
     ("adare_guest.tools.testing", "TestTools"),
     ("adare_guest.tools.session", "SessionTools"),
+    ("adare_guest.tools.terminal", "TerminalTools"),
 )
 
 

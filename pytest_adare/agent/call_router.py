@@ -41,7 +41,12 @@ from collections.abc import Callable
 from typing import Any
 
 from adare_guest import __version__
-from adare_guest.binary_transfer import TransferFrameError, parse_transfer_frame
+from adare_guest.binary_transfer import (
+    TERMINAL_KINDS,
+    TransferFrame,
+    TransferFrameError,
+    parse_transfer_frame,
+)
 from adare_guest.identity import PROTOCOL_VERSION
 from adare_guest.protocol import (
     MAX_HOST_MESSAGE,
@@ -118,6 +123,9 @@ class CallRouter(ABC):
         self._pong_due: str | None = None
         self._ponger: asyncio.Task[None] | None = None
         self._streams = TransferStreams(peer)
+        # Terminal streams (pytest_adare.agent.terminal): each id's messages go to its sink;
+        # None tells a sink the connection is gone.
+        self._terminals: dict[int, Callable[[TransferFrame | None], None]] = {}
         self._dispatcher = asyncio.create_task(self._dispatch_loop(), name=f"agent-events {peer}")
 
     @abstractmethod
@@ -197,6 +205,20 @@ class CallRouter(ABC):
         """
         self._check_open("send a transfer message")
         await self._transmit_binary(data)
+
+    def attach_terminal(
+        self, terminal_id: int, sink: Callable[[TransferFrame | None], None]
+    ) -> None:
+        """Route the agent's messages for terminal ``terminal_id`` to ``sink``.
+
+        :raise AgentDisconnected: the connection is gone.
+        """
+        self._check_open("open a terminal")
+        self._terminals[terminal_id] = sink
+
+    def detach_terminal(self, terminal_id: int) -> None:
+        """Forget a terminal (its late messages are dropped)."""
+        self._terminals.pop(terminal_id, None)
 
     def subscribe(self, callback: EventCallback) -> Callable[[], None]:
         """Call ``callback(event)`` for every agent event; returns the unsubscribe function."""
@@ -293,6 +315,11 @@ class CallRouter(ABC):
             raise ProtocolViolation(
                 f"the agent at {self.peer} sent an invalid binary message ({exc}): {data[:40]!r}"
             ) from exc
+        if frame.kind in TERMINAL_KINDS:
+            sink = self._terminals.get(frame.transfer_id)
+            if sink is not None:  # else a message that crossed our close: dropped
+                sink(frame)
+            return
         self._streams.deliver(frame)
 
     def _fail_all(self, failure: Exception) -> None:
@@ -307,6 +334,9 @@ class CallRouter(ABC):
             self._failure = failure
         error_type = self._disconnect_type or type(self._failure)
         self._streams.fail_all(error_type(f"transfer got no further data: {self._failure}"))
+        terminals, self._terminals = self._terminals, {}
+        for sink in terminals.values():
+            sink(None)
         pending, self._pending = self._pending, {}
         for tool, future in pending.values():
             if not future.done():

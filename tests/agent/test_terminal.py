@@ -1,0 +1,220 @@
+"""The agent's terminal (``open_terminal``) against the real agent, over WebSocket and serial.
+
+A shell on a pty in the "guest" (this host), driven through :class:`RemoteTerminal`:
+what is typed is echoed and run, Ctrl-C reaches the program and not the shell, the
+window size arrives, output a host does not read stops the program, and closing either
+end leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from test_serial_transport import PtyAgent, pty_agent  # noqa: F401 (a fixture)
+
+from adare_guest.server import AdareVMServer
+from adare_guest.terminal import READ_SIZE
+from pytest_adare.agent.call_router import CallRouter
+from pytest_adare.agent.serial_client import SerialAgentClient
+from pytest_adare.agent.terminal import RemoteTerminal
+from pytest_adare.agent.websocket_client import AgentClient
+from pytest_adare.errors import AgentUnreachable, ToolError
+
+pytestmark = pytest.mark.asyncio
+
+WAIT = 15.0
+SHELL = ["/bin/sh"]
+
+
+@pytest_asyncio.fixture
+async def websocket_client(agent: AdareVMServer) -> AsyncIterator[CallRouter]:
+    assert agent.listen_address is not None
+    client = await AgentClient.connect("127.0.0.1", agent.listen_address[1], None)
+    yield client
+    await client.close()
+
+
+@pytest_asyncio.fixture
+async def serial_client(pty_agent: PtyAgent) -> AsyncIterator[CallRouter]:  # noqa: F811
+    client = await SerialAgentClient.attach(pty_agent.channel())
+    yield client
+    await client.close()
+
+
+@pytest.fixture(params=["websocket", "serial"])
+def connection(request: pytest.FixtureRequest) -> CallRouter:
+    client: CallRouter = request.getfixturevalue(f"{request.param}_client")
+    return client
+
+
+async def read_until(terminal: RemoteTerminal, marker: bytes, timeout: float = WAIT) -> bytes:
+    """Output up to and including ``marker``."""
+    seen = b""
+
+    async def scan() -> bytes:
+        nonlocal seen
+        while marker not in seen:
+            chunk = await terminal.read()
+            if not chunk:
+                raise AssertionError(f"terminal ended before {marker!r}; output: {seen!r}")
+            seen += chunk
+        return seen
+
+    try:
+        return await asyncio.wait_for(scan(), timeout)
+    except asyncio.TimeoutError:
+        raise AssertionError(f"no {marker!r} within {timeout} s; output: {seen[-500:]!r}") from None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def gone(pid: int, timeout: float = 5.0) -> bool:
+    for _ in range(int(timeout / 0.05)):
+        if not alive(pid):
+            return True
+        await asyncio.sleep(0.05)
+    return not alive(pid)
+
+
+async def test_typed_command_is_echoed_and_run_and_exit_status_comes_back(
+    connection: CallRouter,
+) -> None:
+    terminal = await RemoteTerminal.open(connection, SHELL)
+    await terminal.write(b"echo sum-$((40+2))\n")
+    output = await read_until(terminal, b"sum-42\r\n")
+    assert b"echo sum-$((40+2))" in output  # the pty echoed what was typed
+    await terminal.write(b"exit 3\n")
+    assert await asyncio.wait_for(terminal.wait(), WAIT) == 3
+    assert await gone(terminal.info["pid"])
+
+
+async def test_ctrl_c_interrupts_the_program_and_the_shell_stays(connection: CallRouter) -> None:
+    terminal = await RemoteTerminal.open(connection, SHELL)
+    await terminal.write(b"sleep 30; echo sl$((1))ept\n")
+    await asyncio.sleep(0.5)
+    started = time.monotonic()
+    await terminal.write(b"\x03")
+    await terminal.write(b"echo still-$((1+1))\n")
+    output = await read_until(terminal, b"still-2\r\n")
+    assert time.monotonic() - started < 10
+    assert b"sl1ept" not in output
+    await terminal.close()
+    await asyncio.wait_for(terminal.wait(), WAIT)
+
+
+async def test_window_size_and_resize_reach_the_pty(connection: CallRouter) -> None:
+    terminal = await RemoteTerminal.open(connection, SHELL, rows=30, cols=90)
+    await terminal.write(b"stty size\n")
+    await read_until(terminal, b"30 90\r\n")
+    await terminal.resize(41, 123)
+    await terminal.write(b"stty size\n")
+    await read_until(terminal, b"41 123\r\n")
+    await terminal.close()
+    await asyncio.wait_for(terminal.wait(), WAIT)
+
+
+async def test_signal_goes_to_the_foreground_program(connection: CallRouter) -> None:
+    terminal = await RemoteTerminal.open(connection, ["sleep", "60"])
+    await asyncio.sleep(0.3)
+    await terminal.signal(signal.SIGTERM)
+    await asyncio.wait_for(terminal.wait(), WAIT)
+    assert terminal.exit_signal == signal.SIGTERM
+
+
+async def test_output_the_host_does_not_read_stops_the_program(
+    connection: CallRouter, tmp_path: Path
+) -> None:
+    progress = tmp_path / "written"
+    script = f"i=0; while :; do head -c 65536 /dev/zero; i=$((i+1)); echo $i > {progress}; done"
+    window = 64 * 1024
+    terminal = await RemoteTerminal.open(connection, ["sh", "-c", script], window=window)
+    await asyncio.sleep(2.0)  # read nothing
+
+    def written() -> int:
+        return int(progress.read_text() or 0) * 65536 if progress.exists() else 0
+
+    stalled = written()
+    # The window, one read, and what the kernel's pty buffer holds: nothing without end.
+    assert stalled <= window + READ_SIZE + 256 * 1024
+    await asyncio.sleep(0.5)
+    assert written() == stalled
+    received = 0
+    while received < 4 * 2**20:
+        received += len(await asyncio.wait_for(terminal.read(), WAIT))
+    assert written() > stalled  # reading let it go on
+    await terminal.close()
+    await asyncio.wait_for(terminal.wait(), WAIT)
+    assert await gone(terminal.info["pid"])
+
+
+async def test_host_close_hangs_up_every_process_of_the_terminal(
+    connection: CallRouter, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "pid"
+    terminal = await RemoteTerminal.open(connection, SHELL)
+    await terminal.write(f"sleep 300 & echo $! > {pidfile}; echo st$((1))arted\n".encode())
+    await read_until(terminal, b"st1arted\r\n")
+    background = int(pidfile.read_text())
+    await terminal.close()
+    await asyncio.wait_for(terminal.wait(), WAIT)
+    assert await gone(terminal.info["pid"])
+    assert await gone(background)
+
+
+async def test_a_closed_connection_ends_the_terminal_and_its_program(
+    agent: AdareVMServer,
+) -> None:
+    assert agent.listen_address is not None
+    client = await AgentClient.connect("127.0.0.1", agent.listen_address[1], None)
+    terminal = await RemoteTerminal.open(client, ["sleep", "300"])
+    await client.close()
+    assert await gone(terminal.info["pid"], timeout=10)
+    assert terminal.ended
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+async def test_run_as_user_runs_the_shell_as_that_user(connection: CallRouter) -> None:
+    terminal = await RemoteTerminal.open(connection, SHELL, run_as_user="nobody")
+    assert terminal.info["user"] == "nobody"
+    await terminal.write(b"id -un; tty\n")
+    output = await read_until(terminal, b"/dev/pts/")
+    assert b"nobody\r\n" in output
+    await terminal.write(b"exit\n")
+    await asyncio.wait_for(terminal.wait(), WAIT)
+
+
+async def test_bad_requests_are_refused_by_name(connection: CallRouter) -> None:
+    with pytest.raises(ToolError, match="no such user 'no-such-user'"):
+        await RemoteTerminal.open(connection, SHELL, run_as_user="no-such-user")
+    with pytest.raises(ToolError, match="window size"):
+        await RemoteTerminal.open(connection, SHELL, rows=0)
+    terminal = await RemoteTerminal.open(connection, ["/no/such/program"])
+    output = await read_until(terminal, b"cannot run /no/such/program")
+    assert b"No such file" in output
+    assert await asyncio.wait_for(terminal.wait(), WAIT) == 127
+
+
+async def test_the_terminal_tool_needs_the_token(agent: AdareVMServer) -> None:
+    agent.config.token = "sesame"
+    assert agent.listen_address is not None
+    with pytest.raises(AgentUnreachable, match="rejected our token"):
+        await AgentClient.connect("127.0.0.1", agent.listen_address[1], None, attempts=1)
+    client = await AgentClient.connect("127.0.0.1", agent.listen_address[1], "sesame")
+    try:
+        terminal = await RemoteTerminal.open(client, ["true"])
+        assert await asyncio.wait_for(terminal.wait(), WAIT) == 0
+    finally:
+        await client.close()
