@@ -1,0 +1,235 @@
+"""``adare-vm``: boot an image and step inside; list, enter, watch and stop running VMs.
+
+::
+
+    adare-vm run debian                 # boot, a shell inside; leaving it stops the VM
+    adare-vm run debian --keep          # ... and the VM keeps running afterwards
+    adare-vm list                       # this user's VMs: name, image, since, owner, screen
+    adare-vm shell vm0 [-- CMD ...]     # a shell (or run CMD: its output and status)
+    adare-vm screen vm0 shot.png        # the screen as PNG
+    adare-vm stop vm0
+
+docs/debugging.md shows the workflows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_adare.errors import AdareError
+from pytest_adare.interactive import registry
+from pytest_adare.interactive.client import OwnerError, print_json, request, shell
+
+DEFAULT_IDLE_STOP = 30.0
+"""Minutes a kept VM runs with nobody in it before its keeper stops it."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="adare-vm", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="boot IMAGE and open a shell in it")
+    run.add_argument("image", help="built-in name, manifest, disk image or recipe")
+    run.add_argument("--memory", type=int, metavar="MIB", help="guest memory in MiB")
+    run.add_argument("--cpus", type=int, help="virtual CPUs")
+    run.add_argument("--transport", choices=["websocket", "serial"], help="agent transport")
+    run.add_argument("--user", help="open the shell as this guest user (default: root)")
+    run.add_argument("--keep", action="store_true", help="keep the VM running afterwards")
+    run.add_argument(
+        "--idle-stop",
+        type=float,
+        default=DEFAULT_IDLE_STOP,
+        metavar="MINUTES",
+        help=f"stop a kept VM nobody used for this long (default {DEFAULT_IDLE_STOP:g})",
+    )
+    listing = commands.add_parser("list", help="this user's running VMs")
+    listing.add_argument("--json", action="store_true", help="as JSON")
+    enter = commands.add_parser("shell", help="a shell in NAME, or run CMD after --")
+    enter.add_argument("name")
+    enter.add_argument("--user", help="as this guest user (default: root)")
+    enter.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ...: run it and exit")
+    stop = commands.add_parser("stop", help="stop NAME")
+    stop.add_argument("name")
+    screen = commands.add_parser("screen", help="write NAME's screen as a PNG")
+    screen.add_argument("name")
+    screen.add_argument("png", type=Path)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``adare-vm`` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args)
+        if args.command == "list":
+            return _list(args)
+        entry = registry.find(args.name)
+        if args.command == "shell":
+            command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+            return asyncio.run(shell(entry.socket, command or None, user=args.user))
+        if args.command == "stop":
+            asyncio.run(request(entry.socket, "stop"))
+            print(f"adare-vm: {entry.name} stopping", file=sys.stderr)
+            return 0
+        _kind, png = asyncio.run(request(entry.socket, "screen"))
+        args.png.write_bytes(png)
+        print(f"adare-vm: {entry.name}'s screen in {args.png}", file=sys.stderr)
+        return 0
+    except (AdareError, OwnerError, OSError) as exc:
+        print(f"adare-vm: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _list(args: argparse.Namespace) -> int:
+    found = registry.entries()
+    if args.json:
+        print_rows: list[dict[str, Any]] = [
+            {
+                "name": e.name,
+                "image": e.image,
+                "since": e.since,
+                "owner": e.owner,
+                "screen": f"adare-vm screen {e.name} FILE.png",
+            }
+            for e in found
+        ]
+        print_json(print_rows)
+        return 0
+    if not found:
+        print("no running VMs (adare-vm run IMAGE boots one)")
+        return 0
+    rows = [("NAME", "IMAGE", "SINCE", "OWNER", "SCREEN")]
+    for e in found:
+        since = dt.datetime.fromtimestamp(e.since).strftime("%H:%M:%S")
+        rows.append((e.name, e.image, since, e.owner, f"adare-vm screen {e.name} FILE.png"))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True))
+            + "  "
+            + row[4]
+        )
+    return 0
+
+
+def _launch_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if args.memory is not None:
+        options["memory_mib"] = args.memory
+    if args.cpus is not None:
+        options["cpus"] = args.cpus
+    if args.transport is not None:
+        options["transport"] = args.transport
+    return options
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.idle_stop <= 0:
+        raise AdareError(f"--idle-stop must be positive, got {args.idle_stop:g}")
+    if args.keep:
+        return _run_kept(args)
+    # Deferred: booting needs the whole runtime; list/shell/stop need none of it.
+    from pytest_adare.interactive.reach import register
+    from pytest_adare.launch import launch
+
+    with launch(args.image, **_launch_options(args)) as vm:
+        registration = register(
+            vm,
+            base="vm",
+            image=args.image,
+            owner=f"adare-vm run (pid {os.getpid()})",
+            on_stop=lambda: threading.Thread(target=vm.close, daemon=True).start(),
+        )
+        print(f"adare: {registration.hint()}", file=sys.stderr, flush=True)
+        try:
+            return asyncio.run(shell(registration.entry.socket, user=args.user))
+        finally:
+            registration.close()
+
+
+def _run_kept(args: argparse.Namespace) -> int:
+    """Boot in a detached keeper (forked before any thread exists), then enter it."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        code = 1
+        try:
+            code = _keeper(args, write_end)
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    name = None
+    with os.fdopen(read_end, "r") as progress:
+        for line in progress:
+            if line.startswith("READY "):
+                name = line.split()[1]
+                break
+            sys.stderr.write(line)
+            sys.stderr.flush()
+    if name is None:
+        os.waitpid(pid, 0)
+        print("adare-vm: the VM did not start (see above)", file=sys.stderr)
+        return 1
+    code = asyncio.run(shell(registry.find(name).socket, user=args.user))
+    print(
+        f"adare: {name} keeps running (stopped after {args.idle_stop:g} min unused): "
+        f"adare-vm shell {name}; adare-vm stop {name}",
+        file=sys.stderr,
+    )
+    return code
+
+
+def _keeper(args: argparse.Namespace, progress_fd: int) -> int:
+    """The keeper process: owns the kept VM, serves it, stops it when asked or idle."""
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(progress_fd, 1)
+    os.dup2(progress_fd, 2)
+    from pytest_adare.interactive.reach import register
+    from pytest_adare.launch import launch
+
+    stop = threading.Event()
+    with launch(args.image, **_launch_options(args)) as vm:
+        registration = register(
+            vm,
+            base="vm",
+            image=args.image,
+            owner=f"adare-vm run --keep (keeper pid {os.getpid()})",
+            on_stop=stop.set,
+        )
+        try:
+            os.write(1, f"READY {registration.name}\n".encode())
+            log = registry.registry_dir() / f"{registration.name}.log"
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            for target in (1, 2):
+                os.dup2(fd, target)
+            os.close(progress_fd)
+            idle = args.idle_stop * 60
+            server = registration.server
+            while not stop.wait(1.0):
+                if server.sessions == 0 and time.monotonic() - server.last_active > idle:
+                    print(f"idle for {args.idle_stop:g} min: stopping", flush=True)
+                    break
+        finally:
+            registration.close()
+    with contextlib.suppress(OSError):
+        os.close(devnull)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
