@@ -23,6 +23,9 @@ MAX_CALLS_IN_FLIGHT = 64
 """Tool calls one session may have running at once."""
 CALL_ADMISSION_WAIT = 10.0
 """Seconds a call over :data:`MAX_CALLS_IN_FLIGHT` waits for a free slot before refusal."""
+# While a call waits for a slot the session stops reading from its client: further
+# messages stay in the transport's buffers (the kernel's, for TCP), and once those are
+# full the client's own sends block. That is the backpressure.
 MAX_PENDING_OUTPUT = 256 * 1024 * 1024
 """Bytes of big results (file chunks) one session may have produced but not yet sent."""
 SEND_TIMEOUT = 30.0
@@ -58,6 +61,8 @@ class OutputBudget:
         self._changed = asyncio.Event()
 
     def _fits(self, size: int) -> bool:
+        # An empty budget takes anything: a result bigger than the limit would else wait
+        # for room that can never be made.
         return self.used == 0 or self.used + size <= self.limit
 
     async def acquire(self, size: int, *, timeout: float) -> None:
@@ -68,6 +73,9 @@ class OutputBudget:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while not self._fits(size):
+            # No await between the check above and the wait below, so a release cannot
+            # slip in unseen. Every waiter wakes on a release and checks again: no order
+            # is promised, and each wait is bounded by its own deadline.
             self._changed.clear()
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -78,7 +86,7 @@ class OutputBudget:
             try:
                 await asyncio.wait_for(self._changed.wait(), remaining)
             except asyncio.TimeoutError:  # not TimeoutError before Python 3.11
-                continue
+                continue  # one last check: room may have come at the deadline
         self.used += size
 
     def release(self, size: int) -> None:

@@ -6,7 +6,8 @@ same combination, in this or any later pytest session or xdist worker, loads it
 instead of booting (:class:`~pytest_adare.vm.VM` does both). :func:`warm_plan` decides
 whether that may happen and under which key: the key covers every fact that decides
 whether a saved state fits (the files the guest booted from by path, size and mtime;
-the bundle; QEMU's version; memory, CPUs, accelerator, network, the agent's run dir),
+the bundle; QEMU's version; memory, CPUs, accelerator, network, LAN NICs, the agent's
+run dir),
 so a change of any of them makes a new key and the old state is simply not used. A
 state another user could have written is not used either (the plan is cold only and
 its reason says which file).
@@ -57,6 +58,8 @@ class WarmPlan:
 def _identity(path: Path | None) -> str:
     if path is None:
         return "-"
+    # By path, size and mtime, not by content: hashing a GiB disk for every VM would cost
+    # more than the boot a warm start saves, and a rebuilt image gets a new mtime.
     stat = path.stat()
     return f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
 
@@ -110,6 +113,10 @@ def warm_plan(
         # The state is saved once the guest is ready, so it is only as ready as this says.
         "ready": ready_command or "",
     }
+    if options.lan_ports:
+        # The NICs are in the saved devices; their sockets, MACs and addresses are not
+        # (set at each start), so LAN members share a state with each other only.
+        parts["lan"] = ",".join(f"{port.netdev}@{port.slot:#x}" for port in options.lan_ports)
     key = state_key(parts)
     try:
         saved = find_state(key, root)

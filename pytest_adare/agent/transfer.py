@@ -449,6 +449,9 @@ async def _receive_file(
                 )
             await asyncio.to_thread(store, frame.payload)
             received += length
+            # Acknowledge only once the bytes are written: the ACK is what lets the agent
+            # send the next message, so a slow host disk slows the guest instead of
+            # piling up to a window of unwritten MiB in this process.
             await link.send_binary(
                 encode_transfer_frame(FrameKind.ACK, stream.transfer_id, received)
             )
@@ -505,6 +508,8 @@ async def _push_binary(
             return data
 
         while sender.sent < size:
+            # Read the next chunk only when the window has room: at most a window of
+            # chunks is in memory or on the wire, however big the file.
             await sender.wait_for_room()
             data = await asyncio.to_thread(read, min(chunk_size, size - sender.sent))
             if not data:
@@ -548,6 +553,8 @@ class _PushSender:
         self._in_flight.append(self.sent)
 
     async def wait_for_room(self) -> None:
+        # ACKs that already arrived are taken first, without waiting: the window only
+        # blocks when it is really full, so a fast agent keeps the pipe busy.
         while (frame := self.stream.pending()) is not None:
             self._take(frame)
         while len(self._in_flight) >= self.stream.window:
@@ -559,6 +566,9 @@ class _PushSender:
             if frame.kind is not FrameKind.END:
                 self._take(frame)
                 continue
+            # The agent's END comes after its fsync and rename: it must name every byte
+            # sent and the hash the host computed while reading, or the file in place is
+            # not the one pushed.
             if frame.offset != self.size or frame.payload != digest or self.acked != self.size:
                 raise self._refuse(
                     f"the agent confirmed {frame.offset} bytes with sha256 "
@@ -572,6 +582,8 @@ class _PushSender:
     def _take(self, frame: TransferFrame) -> None:
         if frame.kind is not FrameKind.ACK:
             raise self._refuse(_unexpected(frame))
+        # An ACK must land on the end of a message still in flight: one for bytes never
+        # sent, or between messages, is an agent that lies about what it has written.
         if not self.acked < frame.offset <= self.sent or frame.offset not in self._in_flight:
             raise self._refuse(
                 f"the agent acknowledged offset {frame.offset} ({self.acked} acknowledged, "

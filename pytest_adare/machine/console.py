@@ -83,6 +83,7 @@ class ConsoleCapture(asyncio.Protocol):
         self._completed = 0  # characters in completed lines, newlines included
         self._partial = ""  # the kept part of the line being written
         self._partial_cut = 0  # characters of that line beyond max_line_chars
+        # Incremental: a read may end inside a multi-byte character, whose rest comes next.
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._waiters: list[_Waiter] = []
         self._excerpts: list[_Excerpt] = []
@@ -91,11 +92,14 @@ class ConsoleCapture(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------
     def data_received(self, data: bytes) -> None:
         self._write_log(data)
+        # The serial console ends lines with CRLF; a lone CR (a progress bar) is dropped too.
         pieces = self._decoder.decode(data).replace("\r", "").split("\n")
+        # The first piece continues the line being written; each later one starts a line.
         partial_changed = self._extend_partial(pieces[0])
         for piece in pieces[1:]:
             self._complete_line()
             partial_changed = self._extend_partial(piece)
+        # One read can complete more lines than the ring holds: only the kept ones are new.
         self._wake_waiters(min(len(pieces) - 1, len(self._lines)), partial_changed)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -156,11 +160,14 @@ class ConsoleCapture(asyncio.Protocol):
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
         future: asyncio.Future[re.Match[str]] = asyncio.get_running_loop().create_future()
         waiter = _Waiter(regex, since, future)
+        # No race between this search and registering: both run on the loop thread, the
+        # only one that calls data_received.
         match = self._search(waiter, list(self._lines), partial=True)
         if match is not None:
             future.set_result(match)
         else:
             self._waiters.append(waiter)
+            # A caller that gives up cancels the future: the waiter must not stay behind.
             future.add_done_callback(lambda _: self._forget(waiter))
         return future
 
@@ -201,6 +208,8 @@ class ConsoleCapture(asyncio.Protocol):
         # Called once per completed line, so the whole output is looked at, not the ring.
         for excerpt in self._excerpts:
             if excerpt.missing_after:
+                # Context of an earlier fatal line: a panic inside an oops' trace is its
+                # consequence, not a new cause.
                 excerpt.lines.append(text)
                 excerpt.missing_after -= 1
                 return
@@ -220,6 +229,8 @@ class ConsoleCapture(asyncio.Protocol):
         for start, text in candidates:
             if start + len(text) < waiter.since:
                 continue
+            # Offsets count the whole stream, so a line begun before the waiter's mark is
+            # searched from the mark on: output from before it cannot satisfy the wait.
             match = waiter.pattern.search(text[max(0, waiter.since - start) :])
             if match is not None:
                 return match

@@ -101,8 +101,12 @@ class PooledVM:
     manifest: ImageManifest
     workdir: Path
     ready_saved: bool = False
+    """A ``snapshot`` ready state exists in this machine's overlay (a reboot loses it)."""
     dirty: bool = False
+    """A test has run on it since it was last cleaned."""
     suspect: bool = False
+    """The last test ended with an infrastructure error: the agent or the connection may
+    be broken even though the machine still runs, so it is never trusted as is."""
     failed_tests: list[str] = field(default_factory=list)
     last_clean_state: str = ""
 
@@ -200,6 +204,7 @@ class VMPool:
         """
         started = time.monotonic()
         try:
+            # A dead VM is not worth cleaning: restoring a snapshot needs a live QEMU.
             why = self._death(pooled)
             if why is None:
                 try:
@@ -207,10 +212,14 @@ class VMPool:
                 except Exception as error:  # any failure: the VM's state is unknown
                     why = f"could not be cleaned ({first_line(describe_error(error))})"
             if why is not None:
+                # A VM is cheap to start again: replace it once rather than fail the test.
                 done = self._replace(pooled, isolation, why)
         except Exception as error:
+            # A fresh boot failed too, so the next test would fail the same way: every
+            # later test of this configuration fails fast with this first cause.
             self.mark_broken(pooled, describe_error(error))
             raise
+        # Dirty from now on: the test about to run may change anything in the guest.
         pooled.dirty = True
         pooled.suspect = False
         took = time.monotonic() - started
@@ -219,9 +228,13 @@ class VMPool:
     def _clean(self, pooled: PooledVM, isolation: str) -> str:
         vm = pooled.vm
         if isolation == "none":
+            # Nothing to restore, but after an infrastructure error prove the agent
+            # answers: a failing call makes prepare() replace the VM.
             if pooled.suspect:
                 vm.guest.call("get_status")
             return ""
+        # "snapshot" without a saved ready state is first a "reboot": a state saved from
+        # a used guest would hand every later test what this one left behind.
         if isolation == "reboot" or (isolation == "snapshot" and not pooled.ready_saved):
             done = ""
             if pooled.dirty or pooled.suspect:
@@ -235,6 +248,8 @@ class VMPool:
                 self._progress(f"{pooled.vm.name} snapshot: ready state saved ({took:.2f} s)")
                 done = (done + " + " if done else "") + "save ready state"
             return done
+        # A suspect VM is restored even if unused: loadvm also resets the agent's state,
+        # and the reconnect after it proves the agent answers.
         if pooled.dirty or pooled.suspect:
             vm.restore_ready()
             return "restore ready state"
