@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 from functools import cache
 from typing import Any, Literal, TypedDict, get_args, get_origin, get_type_hints
 
+from pytest_adare.lan.port import LanPort
+
 Accel = Literal["auto", "kvm", "tcg"]
 Transport = Literal["websocket", "serial"]
 GuiMode = Literal["auto", "agent", "host"]
@@ -145,6 +147,13 @@ def parse_uri(value: object) -> str:
     if not isinstance(value, str) or "://" not in value or any(c.isspace() for c in value):
         raise ValueError(f"expected a libvirt URI like qemu:///system, got {value!r}")
     return value
+
+
+def parse_lan_ports(value: object) -> tuple[LanPort, ...]:
+    """LAN NICs (set by ``adare_lan``, never given as text)."""
+    if not isinstance(value, (tuple, list)) or not all(isinstance(p, LanPort) for p in value):
+        raise ValueError(f"expected LAN ports (made by adare_lan), got {value!r}")
+    return tuple(value)
 
 
 def choice_parser(choices: tuple[str, ...]) -> Callable[[object], str]:
@@ -307,6 +316,11 @@ class VMOptions:
         f"{READY_TIMEOUT:g})", exposed=("launch",), parse=parse_seconds,
         doc_values="seconds", doc_default=f"`{READY_TIMEOUT:g}`",
     ))  # fmt: skip
+    lan_ports: tuple[LanPort, ...] = field(
+        default=(), metadata=about(
+        "NICs on LAN segments; set by adare_lan (docs/networks.md)", exposed=(),
+        parse=parse_lan_ports,
+    ))  # fmt: skip
 
     def __post_init__(self) -> None:
         for spec in option_fields():
@@ -369,6 +383,8 @@ class VMOptions:
                 parts.append(f"memory={value}M")
             elif spec.field == "network":
                 parts.append("no network" if not value else "network")
+            elif spec.field == "lan_ports":
+                parts.append(f"LAN NICs {','.join(port.netdev for port in value)}")
             elif isinstance(value, str) and spec.choices is None:
                 parts.append(f"{spec.field}={value!r}" if " " in value else f"{spec.field}={value}")
             else:

@@ -653,7 +653,7 @@ class LibvirtMachine(MachineCore):
 
     def network_capture(
         self, path: str | Path, *, snaplen: int = CAPTURE_SNAPLEN,
-        max_bytes: int = CAPTURE_MAX_BYTES,
+        max_bytes: int = CAPTURE_MAX_BYTES, nic: str | None = None,
     ) -> AbstractAsyncContextManager[NetworkCapture]:  # fmt: skip
         """:raise UnsupportedFeature: QEMU would write the pcap on the hypervisor's host."""
         raise self._unsupported(Capability.NETWORK_CAPTURE)
@@ -672,7 +672,7 @@ class LibvirtMachine(MachineCore):
             raise self._unsupported(Capability.DISK_EXPORT)
         return await export_disk(self, path, format=format, qga=qga, flush=flush)
 
-    async def aset_link(self, up: bool) -> None:
+    async def aset_link(self, up: bool, *, nic: str | None = None) -> None:
         """:raise UnsupportedFeature: not done through libvirt yet."""
         raise self._unsupported(Capability.LINK)
 

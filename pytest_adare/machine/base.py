@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pytest_adare.errors import AdareError
+from pytest_adare.lan.port import LanPort
 from pytest_adare.machine.results import (
     DiskExport,
     DiskFormat,
@@ -177,14 +178,16 @@ class MachineBackend(Protocol):
         timeout: float = ...,
     ) -> MemoryDump: ...  # fmt: skip
     def network_capture(
-        self, path: str | Path, *, snaplen: int = ..., max_bytes: int = ...
-    ) -> AbstractAsyncContextManager[NetworkCapture]: ...
+        self, path: str | Path, *, snaplen: int = ..., max_bytes: int = ...,
+        nic: str | None = None,
+    ) -> AbstractAsyncContextManager[NetworkCapture]: ...  # fmt: skip
     def active_captures(self) -> list[NetworkCapture]: ...
     async def aexport_disk(
         self, path: str | Path, format: DiskFormat = "raw", *,
         qga: FreezeAgent | None = None, flush: Flush | None = None,
     ) -> DiskExport: ...  # fmt: skip
-    async def aset_link(self, up: bool) -> None: ...
+    async def aset_link(self, up: bool, *, nic: str | None = None) -> None: ...
+    """``nic``: a NIC's netdev id (``net0``, a LAN's ``lan0``); None: the first NIC."""
     async def ahypervisor_version(self) -> str: ...
 
     # -- after the run
@@ -211,6 +214,7 @@ class MachineFactory(Protocol):
         agent_link: Literal["uart", "virtio"] = "uart",
         firmware: str = "bios",
         seed: Path | None = None,
+        lan_ports: Sequence[LanPort] = (),
     ) -> MachineBackend: ...
 
 

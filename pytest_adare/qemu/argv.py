@@ -14,6 +14,10 @@ spells it. The wiring is fixed, because the host code relies on it:
   by the kernel and read back over QMP, so parallel VMs never race for a port. The NIC
   sits in PCI slot 2 (``NIC_PCI_SLOT``), so systemd's predictable name is ``enp0s2``, the
   name the Debian installer writes for a q35 guest; it has no option ROM (no PXE).
+- LAN NICs (``lan_ports``): each a ``-netdev dgram`` between the guest's Unix datagram
+  socket and the segment's (the host's forwarder, :mod:`pytest_adare.lan.forwarder`), a
+  virtio NIC in its own PCI slot from ``0x10`` on, no option ROM. No port, no bridge,
+  no tap device: only the two socket files, in a private directory.
 - firmware: SeaBIOS (QEMU's default), or UEFI from two pflash drives: the read-only
   OVMF code and this VM's own qcow2 copy of the variables store (qcow2 so ``savevm``,
   which needs every writable drive to take snapshots, keeps working). ``firmware_log``
@@ -35,6 +39,7 @@ from pathlib import Path
 from typing import Literal
 
 from adare_guest.config import DEFAULT_PORT, VIRTIO_PORT_NAME
+from pytest_adare.lan.port import LanPort
 
 AGENT_GUEST_PORT = DEFAULT_PORT
 QGA_PORT_NAME = "org.qemu.guest_agent.0"
@@ -87,6 +92,8 @@ class MachineConfig:
     """A read-only CD-ROM image (the cloud-init NoCloud seed, label ``cidata``)."""
     display: bool = True
     network: bool = True
+    lan_ports: Sequence[LanPort] = ()
+    """NICs on LAN segments (QEMU: ``socket`` and ``peer`` of each are set)."""
     guest_agent_port: int = AGENT_GUEST_PORT
     fw_cfg: Mapping[str, Path] = field(default_factory=dict)
     name: str = "adare-vm"
@@ -120,6 +127,10 @@ class MachineConfig:
             raise ValueError(
                 f"rtc_base must be YYYY-MM-DDTHH:MM:SS (UTC), got {self.rtc_base!r}"
             )
+        if any(not (port.socket and port.peer) for port in self.lan_ports):
+            raise ValueError("a LAN NIC on QEMU needs its two socket paths")
+        if len({port.netdev for port in self.lan_ports}) != len(self.lan_ports):
+            raise ValueError("two LAN NICs with the same netdev id")
         for name in self.fw_cfg:
             if not name.startswith("opt/") or "," in name:
                 raise ValueError(f"fw_cfg names must start with 'opt/' and hold no comma: {name!r}")
@@ -243,6 +254,19 @@ def _network_args(config: MachineConfig) -> list[str]:
     ]  # fmt: skip
 
 
+def _lan_args(config: MachineConfig) -> list[str]:
+    args: list[str] = []
+    for port in config.lan_ports:
+        args += [
+            "-netdev",
+            f"dgram,id={port.netdev},local.type=unix,local.path={_opt_value(port.socket)},"
+            f"remote.type=unix,remote.path={_opt_value(port.peer)}",
+            "-device",
+            f"virtio-net-pci,netdev={port.netdev},mac={port.mac},addr={port.slot:#x},romfile=",
+        ]  # fmt: skip
+    return args
+
+
 def _rtc_args(config: MachineConfig) -> list[str]:
     if config.rtc_base is None:
         return []
@@ -271,6 +295,7 @@ def build_qemu_argv(config: MachineConfig) -> list[str]:
         *_rtc_args(config),
         # The NIC first: its fixed PCI slot must be taken before QEMU numbers the others.
         *_network_args(config),
+        *_lan_args(config),
         *_boot_args(config),
         *_serial_args(config),
         *_qga_args(config),

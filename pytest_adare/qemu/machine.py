@@ -35,6 +35,7 @@ from typing import Any, Literal, TypeVar
 from qemu.qmp import EventListener, ExecuteError, QMPClient, QMPError
 
 from pytest_adare.errors import SnapshotError, VMDied, VMLaunchError, VMTimeout
+from pytest_adare.lan.port import LanPort
 from pytest_adare.machine.base import Capability, MachineCommandError, MachineImage
 from pytest_adare.machine.console import ConsoleCapture
 from pytest_adare.machine.core import MachineCore, check_tag
@@ -134,6 +135,7 @@ class Machine(MachineCore):
         agent_link: Literal["uart", "virtio"] = "uart",
         boot_silence_seconds: float = BOOT_SILENCE_SECONDS,
         kvm_firmware_probe_seconds: float = _KVM_FIRMWARE_PROBE_SECONDS,
+        lan_ports: Sequence[LanPort] = (),
     ) -> None:
         self.manifest = manifest
         self.workdir = Path(workdir).resolve()
@@ -142,6 +144,8 @@ class Machine(MachineCore):
         self._cpus = cpus or 1
         self._accel_request: AccelRequest = accel
         self._network = network
+        self.lan_ports = tuple(lan_ports)
+        """This machine's NICs on LAN segments (:mod:`pytest_adare.lan`)."""
         self._display = display
         self._fw_cfg = dict(fw_cfg or {})
         self._qemu_binary = qemu_binary
@@ -291,6 +295,7 @@ class Machine(MachineCore):
             append=_with_panic_exit(self.manifest.append) if self.manifest.kernel else None,
             display=self._display,
             network=self._network,
+            lan_ports=self.lan_ports,
             fw_cfg=self._fw_cfg,
             name=self.name,
             rtc_base=self._rtc_base,
@@ -679,10 +684,26 @@ class Machine(MachineCore):
 
     def network_capture(
         self, path: str | Path, *, snaplen: int = CAPTURE_SNAPLEN,
-        max_bytes: int = CAPTURE_MAX_BYTES,
+        max_bytes: int = CAPTURE_MAX_BYTES, nic: str | None = None,
     ) -> contextlib.AbstractAsyncContextManager[NetworkCapture]:  # fmt: skip
-        """``async with machine.network_capture(path):`` the netdev's traffic as pcap."""
-        return capture.network_capture(self, path, snaplen=snaplen, max_bytes=max_bytes)
+        """``async with machine.network_capture(path):`` one NIC's traffic as pcap: ``nic``
+        (``net0``, ``lan0``, ...), by default the user-mode NIC, else the first LAN NIC."""
+        return capture.network_capture(
+            self, path, netdev=self._nic(nic), snaplen=snaplen, max_bytes=max_bytes
+        )
+
+    def _nic(self, nic: str | None) -> str:
+        """The netdev id of ``nic`` (or the default one).
+
+        :raise ValueError: this machine has no such NIC.
+        """
+        nics = ([NETDEV_ID] if self._network else []) + [p.netdev for p in self.lan_ports]
+        if nic is None and nics:
+            return nics[0]
+        if nic not in nics:
+            known = ", ".join(nics) or "none"
+            raise ValueError(f"{self.name} has no NIC {nic!r} (its NICs: {known})")
+        return nic
 
     def active_captures(self) -> list[NetworkCapture]:
         """The captures writing now (oldest first)."""
@@ -695,9 +716,10 @@ class Machine(MachineCore):
         """The disk now (quiesced, paused) to ``path`` (see :mod:`.disk_export`)."""
         return await disk_export.export_disk(self, path, format=format, qga=qga, flush=flush)
 
-    async def aset_link(self, up: bool) -> None:
-        """Set the guest NIC's link up or down (QMP ``set_link``; the guest sees carrier)."""
-        await self.aqmp("set_link", 30.0, name=NETDEV_ID, up=up)
+    async def aset_link(self, up: bool, *, nic: str | None = None) -> None:
+        """Set a guest NIC's link up or down (QMP ``set_link``; the guest sees carrier):
+        ``nic`` as for :meth:`network_capture`."""
+        await self.aqmp("set_link", 30.0, name=self._nic(nic), up=up)
 
     async def ahypervisor_version(self) -> str:
         """``major.minor.micro (package)`` from QMP ``query-version``."""

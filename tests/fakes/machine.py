@@ -236,7 +236,7 @@ class FakeMachine:
 
     def network_capture(
         self, path: str | Path, *, snaplen: int = CAPTURE_SNAPLEN,
-        max_bytes: int = CAPTURE_MAX_BYTES,
+        max_bytes: int = CAPTURE_MAX_BYTES, nic: str | None = None,
     ) -> contextlib.AbstractAsyncContextManager[NetworkCapture]:  # fmt: skip
         return self._capture(path, snaplen, max_bytes)
 
@@ -252,7 +252,7 @@ class FakeMachine:
         self._record(f"export_disk {format}")
         return DiskExport(target, format, 512, 0.0, "not quiesced (fake)")
 
-    async def aset_link(self, up: bool) -> None:
+    async def aset_link(self, up: bool, *, nic: str | None = None) -> None:
         self._record(f"set_link {'up' if up else 'down'}")
 
     async def ahypervisor_version(self) -> str:

@@ -187,3 +187,36 @@ def test_extra_args_come_last_so_they_can_add_devices() -> None:
 def test_bad_configs_are_rejected_with_the_reason(changes: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         replace(BASE, **changes)  # type: ignore[arg-type]
+
+
+def test_lan_ports_are_dgram_netdevs_on_unix_sockets_in_their_own_slots() -> None:
+    from pytest_adare.lan.port import lan_port
+
+    ports = (
+        lan_port(0, "02:ad:00:00:00:01", socket="/run/lan/m0.sock", peer="/run/lan/f0.sock"),
+        lan_port(1, "02:ad:00:00:01:01", socket="/run/l,an/m1.sock", peer="/run/lan/f1.sock"),
+    )
+    argv = build_qemu_argv(replace(BASE, network=False, lan_ports=ports))
+    assert values(argv, "-netdev") == [
+        "dgram,id=lan0,local.type=unix,local.path=/run/lan/m0.sock,"
+        "remote.type=unix,remote.path=/run/lan/f0.sock",
+        "dgram,id=lan1,local.type=unix,local.path=/run/l,,an/m1.sock,"
+        "remote.type=unix,remote.path=/run/lan/f1.sock",
+    ]
+    nics = [d for d in values(argv, "-device") if d.startswith("virtio-net-pci")]
+    assert nics == [
+        "virtio-net-pci,netdev=lan0,mac=02:ad:00:00:00:01,addr=0x10,romfile=",
+        "virtio-net-pci,netdev=lan1,mac=02:ad:00:00:01:01,addr=0x11,romfile=",
+    ]
+    assert values(argv, "-nic") == ["none"]  # no user-mode NIC: the segment only
+    assert not any("tap" in a or "bridge" in a or "mcast" in a for a in argv)
+
+
+def test_a_lan_port_without_sockets_is_refused_on_qemu() -> None:
+    from pytest_adare.lan.port import lan_port
+
+    libvirt_only = lan_port(0, "02:ad:00:00:00:01", network="adare-net")
+    with pytest.raises(ValueError, match="socket paths"):
+        replace(BASE, lan_ports=(libvirt_only,))
+    with pytest.raises(ValueError, match="MAC"):
+        lan_port(0, "02:AD:zz", socket="a", peer="b")
