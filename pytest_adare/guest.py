@@ -994,6 +994,15 @@ class Keyboard(SyncTwin[AsyncKeyboard]):
     hotkey = sync_twin(AsyncKeyboard.hotkey)
 
 
+_breakpoint_hook: Callable[[Guest], None] | None = None
+
+
+def set_breakpoint_hook(hook: Callable[[Guest], None] | None) -> None:
+    """What :meth:`Guest.breakpoint` calls (the pytest plugin sets it for each test)."""
+    global _breakpoint_hook
+    _breakpoint_hook = hook
+
+
 class Guest(SyncTwin[AsyncGuest]):
     """The synchronous facade; ``guest.aio`` is the :class:`AsyncGuest` it drives.
 
@@ -1002,6 +1011,16 @@ class Guest(SyncTwin[AsyncGuest]):
     parameters (see :func:`pytest_adare.loop_thread.sync_twin`). Event callbacks run
     on that thread.
     """
+
+    def breakpoint(self) -> None:
+        """Pause the test here with the VM alive: prints ``adare-vm shell NAME`` and waits
+        for Enter on the terminal (docs/debugging.md). Needs pytest with this plugin.
+
+        :raise RuntimeError: no pytest test is running (nothing set the hook).
+        """
+        if _breakpoint_hook is None:
+            raise RuntimeError("guest.breakpoint() pauses a pytest test; none is running")
+        _breakpoint_hook(self)
 
     def __init__(self, aio: AsyncGuest) -> None:
         self.aio = aio

@@ -199,6 +199,7 @@ def _keeper(args: argparse.Namespace, progress_fd: int) -> int:
     os.dup2(devnull, 0)
     os.dup2(progress_fd, 1)
     os.dup2(progress_fd, 2)
+    # Deferred: booting needs the whole runtime; list/shell/stop need none of it.
     from pytest_adare.interactive.reach import register
     from pytest_adare.launch import launch
 

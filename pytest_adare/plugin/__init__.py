@@ -30,6 +30,7 @@ pytest_plugins = [
     "pytest_adare.plugin.records",
     "pytest_adare.plugin.image_facts",
     "pytest_adare.plugin.matrix_summary",
+    "pytest_adare.plugin.pause",
 ]
 
 __all__ = ["adare_options"]

@@ -161,6 +161,13 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
         KEEP_MODES, doc_default="`never`",
     ),
     OptionSpec(
+        "pause_on_fail",
+        "when a test that used VMs fails, pause before its teardown: print adare-vm shell "
+        "NAME for each VM and wait for Enter on the terminal (needs one; not with -n)",
+        switch=True, doc_default="off: with it, a failing test's VMs stay alive until Enter "
+        "([debugging](debugging.md#pause-a-failing-test))",
+    ),
+    OptionSpec(
         "pcap",
         "capture each test's guest network traffic (its call phase) as network.pcap in "
         "its artifacts (ini: true/false)",
@@ -271,6 +278,7 @@ class AdareOptions:
     isolation: str = "snapshot"
     artifacts: Path | None = None
     keep: str = "never"
+    pause_on_fail: bool = False
     hypervisors: tuple[str, ...] = ()
     hypervisor_limit: int | None = None
     pcap: bool = False

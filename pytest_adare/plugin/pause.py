@@ -1,0 +1,79 @@
+"""``--adare-pause-on-fail`` and ``guest.breakpoint()``: pause a test with its VMs alive.
+
+Checked at start-up: pausing needs a terminal to wait for Enter on, and is refused
+under xdist (``-n``: workers have no terminal and one paused worker would hold the
+run). A failing test pauses in its call report, before any teardown, so with ``-x`` the
+pause comes before the stop and with ``--pdb`` before the debugger (the VM is alive in
+both). The heavy part (:mod:`pytest_adare.interactive.pause`) is imported only then.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from pytest_adare.plugin.fixtures import ITEM_VMS_KEY
+from pytest_adare.plugin.options import adare_options
+
+
+def _xdist_workers(config: pytest.Config) -> bool:
+    numprocesses = getattr(config.option, "numprocesses", None)
+    return bool(numprocesses) or hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if not adare_options(config).pause_on_fail:
+        return
+    if _xdist_workers(config):
+        raise pytest.UsageError(
+            "--adare-pause-on-fail cannot be used with xdist (-n): workers have no terminal "
+            "to wait on, and a paused worker would hold the whole run"
+        )
+    # Deferred: the interactive layer is only needed when pausing is asked for.
+    from pytest_adare.interactive.pause import terminal_problem
+
+    problem = terminal_problem()
+    if problem is not None:
+        raise pytest.UsageError(f"--adare-pause-on-fail needs a terminal: {problem}")
+
+
+def _owner(item: pytest.Item) -> str:
+    return f"pytest (pid {os.getpid()}) {item.nodeid}"
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call" and report.failed and adare_options(item.config).pause_on_fail:
+        vms = [pooled.vm for pooled in item.stash.get(ITEM_VMS_KEY, [])]
+        if vms:
+            # Deferred: the interactive layer only when a test pauses.
+            from pytest_adare.interactive.pause import pause_vms
+
+            pause_vms(vms, test_name=item.name, why=f"{item.nodeid} failed", owner=_owner(item))
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    yield
+    # After the fixtures: the facade is loaded iff this test has a guest (loading it here
+    # would cost every run PIL and more). ``guest.breakpoint()`` then pauses through us.
+    facade = sys.modules.get("pytest_adare.guest")
+    if facade is None:
+        return
+
+    def breakpoint_here(guest: Any) -> None:
+        # Deferred: the interactive layer only when a test pauses.
+        from pytest_adare.interactive.pause import pause_guest
+
+        pause_guest(guest, test_name=item.name, owner=_owner(item))
+
+    facade.set_breakpoint_hook(breakpoint_here)
