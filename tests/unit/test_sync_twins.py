@@ -1,4 +1,5 @@
-"""Every async method of the facade has a sync twin with exactly its parameters."""
+"""Every async method of the facade and of the VM has a sync twin with exactly its
+parameters."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from pytest_adare.guest import AsyncGuest, AsyncKeyboard, Guest, Keyboard
 from pytest_adare.loop_thread import SyncTwin, shared_loop, sync_context_twin, sync_twin
+from pytest_adare.vm import VM, AsyncVM
 
 
 def public_async_methods(cls: type) -> dict[str, inspect.Signature]:
@@ -26,13 +28,17 @@ def public_async_methods(cls: type) -> dict[str, inspect.Signature]:
 
 @pytest.mark.parametrize(
     ("async_cls", "sync_cls", "exempt"),
-    [(AsyncGuest, Guest, {"on_home_loop"}), (AsyncKeyboard, Keyboard, set())],
+    [
+        (AsyncGuest, Guest, {"on_home_loop"}),
+        (AsyncKeyboard, Keyboard, set()),
+        (AsyncVM, VM, {"start"}),  # returns the VM: see the test below
+    ],
 )
 def test_each_public_async_method_has_a_sync_twin_with_the_same_parameters(
     async_cls: type, sync_cls: type, exempt: set[str]
 ) -> None:
     async_methods = public_async_methods(async_cls)
-    assert "shell" in async_methods or "type" in async_methods  # the scan sees the methods
+    assert {"shell", "type", "restore_ready"} & set(async_methods)  # the scan sees them
     for name, signature in async_methods.items():
         if name in exempt:
             continue
@@ -40,6 +46,22 @@ def test_each_public_async_method_has_a_sync_twin_with_the_same_parameters(
         assert twin is not None, f"{sync_cls.__name__}.{name} is missing"
         assert not inspect.iscoroutinefunction(twin), f"{sync_cls.__name__}.{name} is async"
         assert inspect.signature(twin) == signature, name
+
+
+def test_vm_start_takes_the_async_starts_parameters_and_returns_the_vm() -> None:
+    twin = inspect.signature(VM.start)
+    core = inspect.signature(AsyncVM.start)
+    assert twin.parameters == core.parameters
+    assert twin.return_annotation == "VM" and core.return_annotation == "None"
+
+
+def test_the_vm_has_no_hand_written_wrapper_around_the_loop() -> None:
+    """Each VM method that reaches the loop is a twin (``__wrapped__`` is the core's)."""
+    for name, member in vars(VM).items():
+        if name.startswith("__") or not callable(member) or name == "start":
+            continue
+        target = getattr(member, "__wrapped__", None)
+        assert target is getattr(AsyncVM, name.lstrip("_")), f"VM.{name} is not a twin"
 
 
 class Counter:

@@ -1,0 +1,69 @@
+"""The ``qemu`` phase: this VM's machine made through its factory and started."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_adare.machine.base import MachineBackend, MachineImage
+from pytest_adare.vm_phases.state import VMState
+
+
+def make_machine(
+    vm: VMState, image: MachineImage, fw_cfg: Mapping[str, Path], **extra: Any
+) -> MachineBackend:
+    """This VM's (unstarted) machine for ``image``: what every start shares, plus
+    ``extra`` (the cold boot's firmware, seed and clock; the warm start's ``incoming``)."""
+    return vm.new_machine(
+        image,
+        vm.workdir,
+        memory_mib=vm.options.memory_mib,
+        cpus=vm.options.cpus,
+        accel=vm.options.accel,
+        network=vm.options.network,
+        fw_cfg=fw_cfg,
+        name=vm.name,
+        agent_link=vm.agent_link,
+        **extra,
+    )
+
+
+async def start_machine(
+    vm: VMState, image: MachineImage, fw_cfg: Mapping[str, Path], **extra: Any
+) -> MachineBackend:
+    """Make and start the machine; ``vm.machine`` is set before it starts, so a failed
+    start is still shut down by ``close``."""
+    machine = vm._machine = make_machine(vm, image, fw_cfg, **extra)
+    # A machine's lifecycle calls are sync and run their own steps on the shared loop:
+    # from the loop itself they must go to a worker thread.
+    await asyncio.to_thread(machine.start)
+    return machine
+
+
+async def cold_start(vm: VMState, image: MachineImage, fw_cfg: Mapping[str, Path]) -> None:
+    """The ``qemu`` phase of a cold boot: firmware, seed and clock; the line names the
+    accelerator, the firmware and the agent's serial link."""
+    t = time.monotonic()
+    machine = await start_machine(
+        vm, image, fw_cfg, firmware=vm.firmware, seed=vm._seed, rtc_base=vm.options.rtc_base
+    )
+    accel = machine.accel_reason or f"accel {machine.accel}"
+    vm.record("qemu", t, f"{accel}; {vm.firmware_reason}; {link_line(vm)}")
+
+
+def link_line(vm: VMState) -> str:
+    """Where the agent's serial link rides, for the ``qemu`` line."""
+    if not vm.layout.serial_device:
+        return "no agent serial link"
+    carrier = "virtio-serial" if vm.agent_link == "virtio" else "the UART"
+    return f"agent serial link on {carrier} ({vm.layout.serial_device})"
+
+
+async def stop_machine(vm: VMState) -> None:
+    """Shut the machine down, if there is one (safe to repeat; ``vm.machine`` stays, so
+    its overlay and console can still be read)."""
+    if vm._machine is not None:
+        await asyncio.to_thread(vm._machine.shutdown)

@@ -1,0 +1,187 @@
+"""``VMState``: what one VM is made of and what its phases share.
+
+The public attributes and properties are the VM's public API (``VM`` inherits them).
+Attributes starting with ``_`` are the phases' working state (the machine, the QGA
+client, the guest facade, the bundle, the seed, the progress callback, the GUI choice):
+only ``vm.py`` and the modules of :mod:`pytest_adare.vm_phases` set them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_adare.agent.connection import AgentConnection
+from pytest_adare.agent.install import GuestLayout, agent_config, new_token, uses_boot_handoff
+from pytest_adare.errors import AdareError
+from pytest_adare.guest import Guest
+from pytest_adare.image.agent_bundle import AgentBundle
+from pytest_adare.image.manifest import ImageManifest
+from pytest_adare.libvirt_backend.machine import libvirt_machine_factory
+from pytest_adare.machine.base import MachineBackend, MachineFactory
+from pytest_adare.qemu.argv import agent_link_for
+from pytest_adare.qemu.machine import Machine
+from pytest_adare.qemu.qga import AsyncQGAClient
+from pytest_adare.vm_options import VMOptions
+
+Progress = Callable[[str], None]
+QGAFactory = Callable[[Path], AsyncQGAClient]
+"""Makes the QGA client for the machine's ``qga_path``."""
+Connector = Callable[["VMState", str], Awaitable[AgentConnection]]
+"""Opens the agent connection of a started VM with a bearer token (:raise
+AgentUnreachable: when it cannot)."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One start-up phase: its name, how long it took, and what happened."""
+
+    name: str
+    seconds: float
+    detail: str = ""
+
+    def line(self) -> str:
+        """The progress line, e.g. ``connect: websocket 127.0.0.1:40123 (0.21 s)``."""
+        detail = f"{self.detail} " if self.detail else ""
+        return f"{self.name}: {detail}({self.seconds:.2f} s)"
+
+
+@dataclass(frozen=True)
+class GuiChoice:
+    """Where a VM's screenshots and input go (``agent`` or ``host``) and why."""
+
+    mode: str
+    reason: str
+
+    def describe(self) -> str:
+        """One line, e.g. ``host (the image has no desktop: QEMU's screendump and input)``."""
+        return f"{self.mode} ({self.reason})"
+
+
+class VMState:
+    """One VM's configuration, parts and recorded phases (see the module docstring)."""
+
+    def __init__(
+        self,
+        manifest: ImageManifest,
+        workdir: Path,
+        options: VMOptions | None = None,
+        *,
+        name: str = "vm",
+        config_overrides: Mapping[str, Any] | None = None,
+        machine_factory: MachineFactory = Machine,
+        qga_factory: QGAFactory = AsyncQGAClient,
+        connector: Connector | None = None,
+    ) -> None:
+        """``machine_factory``, ``qga_factory``, ``connector``: see :mod:`pytest_adare.vm`;
+        the default connector is :func:`pytest_adare.vm_phases.connect.open_transport`."""
+        self.manifest = manifest
+        self.workdir = Path(workdir)
+        self.options = options or VMOptions()
+        self.name = name
+        self.token = new_token()
+        self.layout = GuestLayout.for_manifest(manifest)
+        self.agent_config = agent_config(self.layout, self.token, config_overrides)
+        self.custom_config = bool(config_overrides)
+        # The agent's serial link rides a virtio-serial port when the image's agent
+        # serves one (megabytes per second), else the UART ttyS1 (~250 KiB/s under TCG).
+        self.agent_link = agent_link_for(self.layout.serial_device)
+        self.handoff = self.options.install == "auto" and uses_boot_handoff(manifest)
+        if self.options.hypervisor is not None and machine_factory is Machine:
+            # The libvirt backend: the same phases, the guest a domain on that hypervisor.
+            machine_factory = libvirt_machine_factory(
+                self.options.hypervisor, self.layout.serial_device
+            )
+        self.new_machine = machine_factory
+        self.new_qga = qga_factory
+        self.connector = connector
+        self.phases: list[Phase] = []
+        self.last_restore: dict[str, float] = {}
+        """Seconds each step of the last ``restore_ready`` took: ``disconnect``,
+        ``loadvm``, ``reconnect`` (empty before the first)."""
+        self._machine: MachineBackend | None = None
+        self._bundle: AgentBundle | None = None
+        self._qga: AsyncQGAClient | None = None
+        self._guest: Guest | None = None
+        self._progress: Progress | None = None
+        self._gui_choice: GuiChoice | None = None
+        self._seed: Path | None = None
+
+    @property
+    def transport(self) -> str:
+        """How the host reaches the agent: ``websocket`` or ``serial``."""
+        return self.options.transport
+
+    @property
+    def gui(self) -> str:
+        """Where screenshots and input go: ``agent`` or ``host`` (QEMU); with
+        ``gui="auto"`` what was chosen at start (``auto`` before that)."""
+        return self._gui_choice.mode if self._gui_choice is not None else self.options.gui
+
+    @property
+    def gui_choice(self) -> GuiChoice | None:
+        """The GUI mode chosen at start and why (None before ``start``)."""
+        return self._gui_choice
+
+    @property
+    def firmware(self) -> str:
+        """``bios`` or ``uefi``: the option when given, else the manifest's (for a bare disk
+        read from its partition table)."""
+        if self.options.firmware != "auto":
+            return self.options.firmware
+        return self.manifest.firmware
+
+    @property
+    def firmware_reason(self) -> str:
+        """One line, e.g. ``firmware: uefi (detected: GPT with an EFI system partition …)``."""
+        if self.manifest.kernel is not None:
+            return "firmware: direct kernel boot"
+        if self.options.firmware != "auto":
+            return f"firmware: {self.firmware} (firmware={self.options.firmware!r} was asked for)"
+        return f"firmware: {self.firmware} ({self.manifest.firmware_reason or 'the default'})"
+
+    @property
+    def ready_command(self) -> str | None:
+        """The user's readiness command: the options', else the manifest's, else None."""
+        return self.options.ready_command or self.manifest.ready_command
+
+    @property
+    def guest(self) -> Guest:
+        """The connected guest facade. :raise AdareError: before ``start``."""
+        if self._guest is None:
+            raise AdareError(f"VM {self.name} has no agent connection (start() it first)")
+        return self._guest
+
+    @property
+    def machine(self) -> MachineBackend:
+        """The machine (a :class:`~pytest_adare.machine.base.MachineBackend`).
+
+        :raise AdareError: before ``start``."""
+        if self._machine is None:
+            raise AdareError(f"VM {self.name} has no machine yet (start() it first)")
+        return self._machine
+
+    @property
+    def qga(self) -> AsyncQGAClient:
+        """The QGA client of this VM (async; created on first use)."""
+        if self._qga is None:
+            self._qga = self.new_qga(self.machine.qga_path)
+        return self._qga
+
+    def console_tail(self, n: int = 40) -> list[str]:
+        """The last ``n`` console lines."""
+        return self.machine.console_tail(n)
+
+    def say(self, line: str) -> None:
+        """One progress line, prefixed with the VM's name."""
+        if self._progress is not None:
+            self._progress(f"{self.name} {line}")
+
+    def record(self, name: str, started: float, detail: str = "") -> None:
+        """Record the phase ``name`` that began at ``started`` (monotonic) and say it."""
+        phase = Phase(name, time.monotonic() - started, detail)
+        self.phases.append(phase)
+        self.say(phase.line())
