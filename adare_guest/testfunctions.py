@@ -32,7 +32,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import getpass
 import inspect
+import os
+import platform
+import re
+import tempfile
 import threading
 import traceback
 import types
@@ -52,6 +57,7 @@ __all__ = [
     "TestResult",
     "TestStatus",
     "arun_test_function",
+    "automatic_variables",
     "registered_test_function",
     "run_test_function",
     "testfunction",
@@ -469,3 +475,65 @@ async def arun_test_function(
     except asyncio.CancelledError:
         ctx.cancelled.set()
         raise
+
+
+SESSION_ENV = "/run/adare/session.env"
+"""What the built-in desktop image writes about its session (``USER=...`` lines)."""
+
+
+def _session_user(session_env: str) -> str | None:
+    try:
+        with open(session_env, encoding="utf-8") as handle:
+            for line in handle:
+                key, _, value = line.strip().partition("=")
+                if key == "USER" and value:
+                    return value
+    except OSError:
+        pass
+    return os.environ.get("ADARE_USER")
+
+
+def _xdg_dirs(home: str) -> dict[str, str]:
+    found = {"DESKTOP": "Desktop", "DOCUMENTS": "Documents", "DOWNLOAD": "Downloads"}
+    dirs = {name: os.path.join(home, sub) for name, sub in found.items()}
+    try:
+        with open(os.path.join(home, ".config", "user-dirs.dirs"), encoding="utf-8") as handle:
+            for line in handle:
+                match = re.match(r'XDG_(\w+)_DIR="(.*)"\s*$', line)
+                if match:
+                    dirs[match.group(1)] = match.group(2).replace("$HOME", home)
+    except OSError:
+        pass
+    return dirs
+
+
+def automatic_variables(run_dir: str, session_env: str = SESSION_ENV) -> dict[str, str]:
+    """adare's automatic variables, as every ``run_test`` sees them under its own.
+
+    The user is the desktop session's (``session_env``, else ``$ADARE_USER``), else the
+    agent's own: ``adare_username``, ``adare_user_home``, ``adare_user_documents``,
+    ``adare_user_desktop``, ``adare_user_downloads``; and ``adare_os`` (``linux`` or
+    ``windows``), ``adare_temp_dir``, ``adare_run_dir``.
+    """
+    name = _session_user(session_env)
+    home = os.path.expanduser("~")
+    if name is not None and os.name == "posix":
+        import pwd  # deferred: POSIX only, and this module imports on Windows too
+
+        try:
+            home = pwd.getpwnam(name).pw_dir
+        except KeyError:
+            name = None
+    if name is None:
+        name = getpass.getuser()
+    dirs = _xdg_dirs(home)
+    return {
+        "adare_username": name,
+        "adare_user_home": home,
+        "adare_user_documents": dirs["DOCUMENTS"],
+        "adare_user_desktop": dirs["DESKTOP"],
+        "adare_user_downloads": dirs["DOWNLOAD"],
+        "adare_os": "windows" if os.name == "nt" else platform.system().lower(),
+        "adare_temp_dir": tempfile.gettempdir(),
+        "adare_run_dir": str(run_dir),
+    }

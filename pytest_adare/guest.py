@@ -32,6 +32,17 @@ from typing import Any, Literal, Protocol, TypeVar, overload
 
 from PIL import Image
 
+from adare_guest.tool_names import (
+    EXECUTE_SHELL,
+    GET_FILESYSTEM_SNAPSHOT,
+    GET_TIMESTAMP,
+    IDLE,
+    INSTALL_DEPENDENCIES,
+    LIST_WINDOWS,
+    RUN_TEST,
+    SET_VARIABLES,
+    UPLOAD_TESTFUNCTIONS,
+)
 from pytest_adare.agent.connection import AgentConnection, EventCallback
 from pytest_adare.agent.screen import AgentScreen
 from pytest_adare.agent.testfunction_upload import zip_collection
@@ -46,6 +57,7 @@ from pytest_adare.errors import AdareError, CommandSucceeded, GuestCommandFailed
 from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.forensics.evidence import DEFAULT_MAX_BYTES, pull_changed
 from pytest_adare.forensics.snapshot import FsSnapshot, SnapshotPages
+from pytest_adare.guest_user import AsyncGuestUser, GuestUser
 from pytest_adare.guest_waits import (
     DEFAULT_WAIT,
     LISTENING_TCP_COMMAND,
@@ -99,6 +111,11 @@ class ShellResult:
     stderr_truncated: bool = False
     stdout_total: int = -1
     stderr_total: int = -1
+    pid: int | None = None
+    """``shell(..., background=True)``: the started program's pid (it runs on; returncode 0
+    says only that it started), with its output in ``stdout_path`` and ``stderr_path``."""
+    stdout_path: str | None = None
+    stderr_path: str | None = None
 
     def __post_init__(self) -> None:
         # Built by hand from text only: the bytes and counts follow from the text.
@@ -117,10 +134,18 @@ class ShellResult:
             the agent's message says why), or a field of the wrong type or an
             inconsistent one (invalid base64, a count below the bytes sent).
         """
+        pid = result.get("pid")
+        if "stdout_path" in result and result.get("returncode") is None:
+            if type(pid) is not int or pid <= 0:
+                raise ToolError(EXECUTE_SHELL, f"{command!r}: no pid", dict(result))
+            paths = [result.get(f"{name}_path") for name in ("stdout", "stderr")]
+            if not all(isinstance(path, str) for path in paths):
+                raise ToolError(EXECUTE_SHELL, f"{command!r}: no output paths", dict(result))
+            return cls(0, "", "", command, pid=pid, stdout_path=paths[0], stderr_path=paths[1])
         returncode = result.get("returncode")
         if type(returncode) is not int:
             message = result.get("message", "no return code")
-            raise ToolError("execute_shell", f"{command!r}: {message}", dict(result))
+            raise ToolError(EXECUTE_SHELL, f"{command!r}: {message}", dict(result))
         out = _stream(command, result, "stdout")
         err = _stream(command, result, "stderr")
         return cls(returncode, out[0], err[0], command, out[1], err[1], out[2], err[2],
@@ -147,7 +172,7 @@ def _stream(command: str, result: Mapping[str, Any], name: str) -> tuple[str, by
     """(text, raw bytes, truncated, total bytes) of one output stream of a shell result."""
 
     def malformed(why: str) -> ToolError:
-        return ToolError("execute_shell", f"{command!r}: malformed result: {why}", dict(result))
+        return ToolError(EXECUTE_SHELL, f"{command!r}: malformed result: {why}", dict(result))
 
     text, encoded = result.get(name, ""), result.get(f"{name}_base64")
     truncated, total = result.get(f"{name}_truncated", False), result.get(f"{name}_bytes")
@@ -289,11 +314,15 @@ class AsyncGuest:
         *,
         screen: Screen | None = None,
         agent_root: str | None = None,
+        user: str | None = None,
     ) -> None:
         self.events = EventHub()
         self.agent_root = agent_root
         """Where the agent and the plugin write in the guest (its run dir), if known;
         :meth:`fs_snapshot` leaves it out unless ``include_agent=True``."""
+        self.user: AsyncGuestUser[ShellResult] = AsyncGuestUser(self.shell, user)
+        """The person at the keyboard (``user``: the image's, else the desktop session's,
+        else root); see :mod:`pytest_adare.guest_user`."""
         self.keyboard = AsyncKeyboard(self)
         self._connection = connection
         self._unsubscribe = connection.subscribe(self.events.dispatch)
@@ -356,10 +385,13 @@ class AsyncGuest:
         admin: bool = False,
         run_as_user: str | None = None,
         max_output_bytes: int | None = None,
+        background: bool = False,
     ) -> ShellResult:
         """Run ``command`` in the guest's shell and return rc, stdout and stderr.
 
         A non-zero exit is not an error here: call ``.check()`` for that.
+        ``background=True`` starts it detached and returns at once: ``.pid``, and its
+        output goes to the files ``.stdout_path`` / ``.stderr_path`` in the guest.
         ``max_output_bytes`` caps what the agent keeps of each stream (its default:
         16 MiB; at most 64 MiB); the rest is counted, and ``.truncated`` says so.
 
@@ -379,7 +411,9 @@ class AsyncGuest:
             params["run_as_user"] = run_as_user
         if max_output_bytes is not None:
             params["max_output_bytes"] = max_output_bytes
-        return ShellResult.from_result(command, await self.call("execute_shell", **params))
+        if background:
+            params["background"] = True
+        return ShellResult.from_result(command, await self.call(EXECUTE_SHELL, **params))
 
     # -- files ------------------------------------------------------------------------
 
@@ -663,7 +697,7 @@ class AsyncGuest:
         regex = re.compile(title) if isinstance(title, str) else title
 
         async def listed(budget: float) -> list[Window]:
-            return windows_from_result(await self._checked("list_windows"))
+            return windows_from_result(await self._checked(LIST_WINDOWS))
 
         windows = await poll_until(
             listed, lambda found: any(regex.search(w.title) for w in found), timeout,
@@ -700,7 +734,7 @@ class AsyncGuest:
         # Pages of NUL-terminated records (docs/agent.md): no giant JSON document.
         # The connection's call, not _checked: ``timeout`` is a param of the tool here.
         pages = SnapshotPages(root)
-        tool = "get_filesystem_snapshot"
+        tool = GET_FILESYSTEM_SNAPSHOT
         ask = {**params, "format": "lines"}
         while True:
             result = tool_result(tool, await self.on_home_loop(self._connection.call(tool, ask)))
@@ -879,14 +913,14 @@ class AsyncGuest:
 
         :raise ToolError: the agent's answer is not a time.
         """
-        result = await self._checked("get_timestamp", use_local=True)
+        result = await self._checked(GET_TIMESTAMP, use_local=True)
         return guest_time(result)
 
     async def idle(self, seconds: float) -> None:
         """Let ``seconds`` (0..3600) pass in the guest, by its clock (adare's ``idle``)."""
         if not 0 <= seconds <= MAX_IDLE:
             raise ValueError(f"idle() takes 0..{MAX_IDLE:g} seconds, got {seconds!r}")
-        await self._checked("idle", duration=float(seconds), timeout=seconds + 30)
+        await self._checked(IDLE, duration=float(seconds), timeout=seconds + 30)
 
     # -- clock ------------------------------------------------------------------------
 
@@ -915,23 +949,23 @@ class AsyncGuest:
     async def upload_testfunctions(self, directory: str | os.PathLike[str]) -> dict[str, Any]:
         """Zip the collection ``directory`` (``D/D.py``) and upload it to the agent."""
         data = base64.b64encode(zip_collection(Path(directory))).decode("ascii")
-        return await self._checked("upload_testfunctions", testfunctions_data=data)
+        return await self._checked(UPLOAD_TESTFUNCTIONS, testfunctions_data=data)
 
     async def install_dependencies(
         self, dependencies: Sequence[str], *, prefer_binary: bool = False
     ) -> dict[str, Any]:
         """pip-install ``dependencies`` for the guest test functions."""
         return await self._checked(
-            "install_dependencies", dependencies=list(dependencies), prefer_binary=prefer_binary
+            INSTALL_DEPENDENCIES, dependencies=list(dependencies), prefer_binary=prefer_binary
         )
 
     async def set_variables(self, variables: Mapping[str, Any]) -> dict[str, Any]:
         """Set the variables guest test functions can read."""
-        return await self._checked("set_variables", variables=json.dumps(dict(variables)))
+        return await self._checked(SET_VARIABLES, variables=json.dumps(dict(variables)))
 
     async def run_test(self, name: str, /, **params: Any) -> TestOutcome:
         """Run the guest test function ``collection.name`` with ``params``."""
-        result = await self._checked("run_test", test_name=name, resolved_test_data=params)
+        result = await self._checked(RUN_TEST, test_name=name, resolved_test_data=params)
         verdict = result.get("result") or {}
         return TestOutcome(
             str(verdict.get("status", "UNKNOWN")), [str(d) for d in verdict.get("details", [])]
@@ -980,7 +1014,7 @@ def guest_time(result: Mapping[str, Any]) -> datetime:
             return datetime.fromtimestamp(stamp, zone)
         except (OverflowError, OSError, ValueError):
             pass
-    raise ToolError("get_timestamp", "the agent's answer holds no valid time", dict(result))
+    raise ToolError(GET_TIMESTAMP, "the agent's answer holds no valid time", dict(result))
 
 
 class Keyboard(SyncTwin[AsyncKeyboard]):
@@ -1025,6 +1059,9 @@ class Guest(SyncTwin[AsyncGuest]):
     def __init__(self, aio: AsyncGuest) -> None:
         self.aio = aio
         self.keyboard = Keyboard(aio.keyboard)
+        self.user = GuestUser(aio.user)
+        """The person at the keyboard: ``name``, ``uid``, ``home``, ``documents``,
+        ``downloads``, ``desktop``, ``dirs``, ``run(cmd)``, ``start(cmd)``."""
 
     @property
     def events(self) -> EventHub:

@@ -31,6 +31,7 @@ from adare_guest.testfunctions import (
     TestResult,
     TestStatus,
     arun_test_function,
+    automatic_variables,
 )
 from adare_guest.tools.base import AgentState, CallContext, ToolGroup, tool
 
@@ -146,8 +147,9 @@ class TestTools(ToolGroup):
                 [f"collection {collection.name!r} failed to load", collection.load_error or ""],
             )
         else:
+            automatic = automatic_variables(str(self.config.run_dir))
             with self.state.lock:
-                variables = {**self.state.variables, **request.variables}
+                variables = {**automatic, **self.state.variables, **request.variables}
             limit = timeout if timeout is not None else request.timeout
             if limit is None:  # the server grants a grace period beyond a caller's timeout
                 limit = function.timeout or DEFAULT_TEST_TIMEOUT

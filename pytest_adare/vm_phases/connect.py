@@ -65,7 +65,10 @@ def attach(vm: VMState, connection: AgentConnection) -> Guest:
     the test's ``guest`` and its event subscribers survive a reboot)."""
     screen = None if vm.options.gui == "agent" else host_screen(vm)
     if vm._guest is None:
-        vm._guest = Guest(AsyncGuest(connection, screen=screen, agent_root=vm.layout.run_dir))
+        aio = AsyncGuest(
+            connection, screen=screen, agent_root=vm.layout.run_dir, user=vm.manifest.user
+        )
+        vm._guest = Guest(aio)
     else:
         vm._guest.aio.attach(connection)
         vm._guest.aio.use_screen(screen)
