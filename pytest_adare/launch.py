@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_adare.image.resolve import resolve_image
+from pytest_adare.image_provision import build_on_disk
 from pytest_adare.vm import VM
 from pytest_adare.vm_options import VMOptions, option_fields
 
@@ -43,8 +44,9 @@ def launch(
 ) -> Iterator[VM]:
     """Boot ``image``, connect its agent, yield the :class:`VM` (``vm.guest``), then close.
 
-    ``image`` is a manifest, its directory, a bare disk image or a built-in name
-    (``debian``, ``debian-desktop``: built and cached on first use). ``options`` are the
+    ``image`` is a manifest, its directory, a bare disk image, a recipe (``.toml``) or a
+    built-in name (``debian``, ``debian-desktop``); recipes and built-in images are built
+    on first use and cached. ``options`` are the
     :class:`~pytest_adare.vm_options.VMOptions` fields exposed to ``launch``
     (:class:`~pytest_adare.vm_options.LaunchOptions`; docs/runtime.md lists them with
     their defaults and help);
@@ -67,7 +69,7 @@ def launch(
     if unknown:
         raise TypeError(f"launch() got unexpected keyword argument(s): {', '.join(unknown)}")
     vm_options = VMOptions.from_given(options)
-    manifest = resolve_image(str(image), progress=progress)
+    manifest = resolve_image(str(image), progress=progress, booted=build_on_disk)
     own_dir = workdir is None
     root = Path(tempfile.mkdtemp(prefix="adare-vm-")) if workdir is None else Path(workdir)
     root.mkdir(parents=True, exist_ok=True)

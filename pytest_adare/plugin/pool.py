@@ -149,10 +149,11 @@ class VMPool:
         if request.image not in self._manifests:
             # Deferred: resolving may build an image; plugin load stays light.
             from pytest_adare.image.resolve import resolve_image
+            from pytest_adare.image_provision import build_on_disk
 
             try:
                 self._manifests[request.image] = resolve_image(
-                    request.image, progress=self._progress
+                    request.image, progress=self._progress, booted=build_on_disk
                 )
             except ImageError as error:
                 self._broken[key] = str(error)
