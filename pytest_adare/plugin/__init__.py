@@ -23,6 +23,7 @@ from pytest_adare.plugin.options import (
 pytest_plugins = [
     "pytest_adare.plugin.matrix",
     "pytest_adare.plugin.fixtures",
+    "pytest_adare.plugin.lan",
     "pytest_adare.plugin.reports",
     "pytest_adare.plugin.hypervisor_evidence",
     "pytest_adare.plugin.recording",
@@ -35,7 +36,9 @@ pytest_plugins = [
 
 __all__ = ["adare_options"]
 
-VM_FIXTURES = frozenset({"adare_vm", "guest", "async_guest", "adare_vm_factory", "adare_image"})
+VM_FIXTURES = frozenset(
+    {"adare_vm", "guest", "async_guest", "adare_vm_factory", "adare_image", "adare_lan"}
+)
 
 NO_IMAGE_REASON = (
     "needs a VM image: pass --adare-vm=IMAGE (e.g. --adare-vm=debian) or set adare_vm "

@@ -1,0 +1,45 @@
+"""The guest side of joining a segment: shell commands run through the agent.
+
+Pure text builders (tested without a guest) and the one exit code that says the guest
+lacks the ``ip`` tool. The NIC is found by its PCI slot (``/sys/bus/pci/devices/…``), so
+its name (``eth1``, ``enp0s16``) does not matter. IPv6 is switched off on the segment's
+NIC so it carries no router solicitations or duplicate-address probes the scenario did
+not send.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pytest_adare.lan.addressing import Member
+from pytest_adare.lan.port import LanPort
+
+NO_IP_TOOL = 127
+NO_NIC = 3
+
+
+def join_command(port: LanPort, member: Member) -> str:
+    """Configure the NIC of ``port`` as ``member`` (static address, MAC, link up) and
+    set the hostname; prints the NIC's name."""
+    sysfs = f"/sys/bus/pci/devices/0000:00:{port.slot:02x}.0"
+    address = f"{member.address}/{member.prefix}"
+    return "\n".join([
+        f"command -v ip >/dev/null 2>&1 || exit {NO_IP_TOOL}",
+        f"dev=$(ls {sysfs}/virtio*/net 2>/dev/null | head -n 1)",
+        f'[ -n "$dev" ] || exit {NO_NIC}',
+        "set -e",
+        'ip link set dev "$dev" down',
+        'ip addr flush dev "$dev"',
+        'echo 1 > "/proc/sys/net/ipv6/conf/$dev/disable_ipv6" 2>/dev/null || true',
+        f'ip link set dev "$dev" address {member.mac}',
+        f'ip addr add {address} dev "$dev"',
+        'ip link set dev "$dev" up',
+        f"hostname {shlex.quote(member.name)}",
+        f"echo {shlex.quote(member.name)} > /etc/hostname",
+        'echo "$dev"',
+    ])  # fmt: skip
+
+
+def hosts_command(hosts: str) -> str:
+    """Replace ``/etc/hosts`` with ``hosts``."""
+    return f"printf '%s' {shlex.quote(hosts)} > /etc/hosts"

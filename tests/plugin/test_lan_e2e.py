@@ -1,0 +1,149 @@
+"""LANs end to end: inner pytest runs whose tests put real QEMU guests on a segment.
+
+Boots are few: the first member of the first run boots cold and saves the LAN members'
+ready state; every other member (this run's, the parallel run's) starts warm.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dpkt  # type: ignore[import-untyped]
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+INNER_TIMEOUT = 900
+
+TWO_MEMBERS = """
+import time
+
+import dpkt  # type: ignore[import-untyped]
+import pytest
+
+from pytest_adare.lan.addressing import LanError
+
+PORT = 8080
+AGENT_PORT = 18765
+
+
+def segment_frames(path):
+    with open(path, "rb") as file:
+        return [dpkt.ethernet.Ethernet(buf) for _, buf in dpkt.pcap.Reader(file)]
+
+
+def tcp_of(frames):
+    for eth in frames:
+        if isinstance(eth.data, dpkt.ip.IP) and isinstance(eth.data.data, dpkt.tcp.TCP):
+            yield eth.data.data
+
+
+def test_server_and_client(adare_lan, adare_artifacts):
+    lan = adare_lan(subnet="10.77.0.0/24")
+    server = lan.start("server")
+    client = lan.start("client")
+    assert sorted(lan.members) == ["client", "server"]
+    assert (lan.address("server"), lan.address("client")) == ("10.77.0.1", "10.77.0.2")
+    assert server.guest.succeed("hostname").strip() == "server"
+    server.guest.succeed("mkdir -p /srv/www && echo hello-lan > /srv/www/index.html")
+    server.guest.succeed(
+        f"cd /srv/www && (python3 -m http.server {PORT} >/tmp/http.log 2>&1 &)"
+    )
+    server.guest.wait_for_port(PORT, timeout=60)
+    fetch = f"wget -q -O - -T 2 http://server:{PORT}/"
+
+    pcap = adare_artifacts / "segment.pcap"
+    with lan.capture(pcap) as capture:
+        assert client.guest.wait_until_succeeds(fetch, timeout=60).stdout == "hello-lan\\n"
+    assert capture.frames > 0
+    frames = segment_frames(pcap)
+    assert any(t.dport == PORT and t.data.startswith(b"GET / HTTP") for t in tcp_of(frames))
+    assert not [t for t in tcp_of(frames) if AGENT_PORT in (t.sport, t.dport)]
+    assert {eth.src for eth in frames} <= {
+        bytes.fromhex(lan.mac(name).replace(":", "")) for name in ("server", "client")
+    }
+
+    nic = lan.interface("server")
+    lan.block("server")
+    started = time.monotonic()
+    server.guest.wait_until_succeeds(f"[ $(cat /sys/class/net/{nic}/carrier) = 0 ]", timeout=1)
+    assert time.monotonic() - started < 1.0
+    client.guest.wait_until_fails(fetch, timeout=10)
+    lan.unblock("server")
+    client.guest.wait_until_succeeds(fetch, timeout=30)
+
+    # No internet: the client has the segment only, no route to the host's network.
+    client.guest.fail("wget -q -O - -T 3 http://10.0.2.2/")
+    assert "10.0.2" not in client.guest.succeed("ip -4 addr")
+
+    bundle = client.collect_evidence(adare_artifacts / "bundle", memory=False, disk=False)
+    assert any(f["name"].startswith("lan-lan0") for f in bundle["files"])
+
+    server.machine.kill()
+    assert lan.dead_members() == ["server"]
+    with pytest.raises(LanError, match="server"):
+        lan.check_alive()
+    assert client.guest.succeed("echo still-here") == "still-here\\n"
+"""
+
+PARALLEL = """
+import pytest
+
+SEND = (
+    "python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+    "[s.sendto(b\\"x\\" * 64, (\\"alpha\\", 9)) for _ in range(5)]'"
+)
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_lan(adare_lan, adare_artifacts, n):
+    lan = adare_lan(subnet="10.77.0.0/24")
+    lan.start("alpha")
+    beta = lan.start("beta")
+    with lan.capture(adare_artifacts / "segment.pcap"):
+        beta.guest.succeed(SEND)
+        beta.guest.wait_until_succeeds("ip neigh | grep -q 10.77.0.1", timeout=10)
+    (adare_artifacts / "macs.txt").write_text(lan.mac("alpha") + " " + lan.mac("beta"))
+"""
+
+
+def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=INNER_TIMEOUT)
+
+
+def sources(pcap: Path) -> set[str]:
+    with pcap.open("rb") as file:
+        return {dpkt.ethernet.Ethernet(buf).src.hex(":") for _, buf in dpkt.pcap.Reader(file)}
+
+
+def test_two_members_fetch_by_name_block_and_die(
+    pytester: pytest.Pytester, test_image: str, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_lan_scenario=TWO_MEMBERS)
+    artifacts = tmp_path / "artifacts"
+    result = run_inner(
+        pytester, "-v", "-rs", f"--adare-vm={test_image}", f"--adare-artifacts={artifacts}",
+        "--adare-pcap",
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    folder = artifacts / "test_lan_scenario.py_test_server_and_client"
+    assert sources(folder / "lan-lan0.pcap")  # --adare-pcap: the segment, whole test
+
+
+def test_parallel_lans_never_see_each_others_frames(
+    pytester: pytest.Pytester, test_image: str, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_lan_parallel=PARALLEL)
+    artifacts = tmp_path / "artifacts"
+    result = run_inner(
+        pytester, "-n", "2", f"--adare-vm={test_image}", f"--adare-artifacts={artifacts}"
+    )
+    result.assert_outcomes(passed=2)
+    seen = []
+    for n in (0, 1):
+        folder = artifacts / f"test_lan_parallel.py_test_lan_{n}"
+        macs = set((folder / "macs.txt").read_text().split())
+        found = sources(folder / "segment.pcap")
+        assert found and found <= macs, (found, macs)
+        seen.append(found)
+    assert not seen[0] & seen[1]
