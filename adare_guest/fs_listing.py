@@ -138,7 +138,7 @@ def find_argv(
 ) -> list[str] | None:
     """The ``find`` command listing everything under ``root`` but ``root`` itself (its
     record comes from ``lstat``), or None when ``exclude`` needs the Python walk's
-    exact semantics (see :func:`adare_guest.tools.files._Walk.excluded`).
+    exact semantics (see :meth:`adare_guest.fs_walk.Walk.excluded`).
 
     >>> find_argv("/", ["*.log"], True, ("/proc",))[:-1]  # doctest: +NORMALIZE_WHITESPACE
     ['find', '/', '-mindepth', '1', '-xdev', '(', '-path', '/proc', '-o', '-path', '*.log',

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import importlib
 import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Union
 
 from adare_guest import __version__
@@ -54,15 +54,22 @@ from adare_guest.protocol import (
     parse_message,
 )
 from adare_guest.repeated_log import RepeatedLog
+from adare_guest.tool_params import ParamError
 from adare_guest.tools.base import (
     AgentState,
     BoundTool,
     CallContext,
-    ParamError,
     ToolGroup,
     tool,
     with_error_key,
 )
+from adare_guest.tools.clock import ClockTools
+from adare_guest.tools.files import FileTools
+from adare_guest.tools.gui import GuiTools
+from adare_guest.tools.session import SessionTools
+from adare_guest.tools.system import SystemTools
+from adare_guest.tools.terminal import TerminalTools
+from adare_guest.tools.testing import TestTools
 from adare_guest.websocket.connection import ConnectionClosed, WebSocketConnection
 from adare_guest.websocket.frames import CloseCode
 from adare_guest.websocket.handshake import HttpResponse, Request
@@ -86,27 +93,11 @@ CLOSE_WAIT = 10.0
 """Seconds :meth:`Session.close` waits for cancelled calls to finish."""
 
 
-_GROUP_MODULES = (
-    ("adare_guest.tools.system", "SystemTools"),
-    ("adare_guest.tools.files", "FileTools"),
-    ("adare_guest.tools.gui", "GuiTools"),
-    ("adare_guest.tools.testing", "TestTools"),
-    ("adare_guest.tools.session", "SessionTools"),
-    ("adare_guest.tools.terminal", "TerminalTools"),
-)
-
-
 def default_groups() -> list[GroupFactory]:
-    """The tool groups; a group whose module does not import is left out (logged)."""
-    groups: list[GroupFactory] = []
-    for module_name, class_name in _GROUP_MODULES:
-        try:
-            group = getattr(importlib.import_module(module_name), class_name)
-        except (ImportError, AttributeError) as exc:
-            log.warning("tool group %s.%s unavailable: %s", module_name, class_name, exc)
-            continue
-        groups.append(group)
-    return groups
+    """The agent's tool groups (``chain_commands`` is added by the server itself)."""
+    return [
+        SystemTools, FileTools, ClockTools, GuiTools, TestTools, SessionTools, TerminalTools
+    ]
 
 
 async def _exit_is_an_error(call: Awaitable[dict[str, Any]]) -> dict[str, Any]:
@@ -118,6 +109,46 @@ async def _exit_is_an_error(call: Awaitable[dict[str, Any]]) -> dict[str, Any]:
         return await call
     except SystemExit as exc:
         raise RuntimeError(f"the tool called exit({exc.code!r})") from None
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What one bounded tool call gave: the fields of its ``tool_result``."""
+
+    success: bool
+    result: Any
+    error: str | None
+    crash: str | None = None
+    """``tool NAME crashed: ...`` when the tool raised (the server's ``last_error``)."""
+
+
+async def call_bounded(
+    bound: BoundTool, ctx: CallContext, params: dict[str, Any], limit: float
+) -> CallOutcome:
+    """Run ``bound`` with validated ``params``, cancelled after ``limit`` seconds.
+
+    The one path of a call, for a session's calls and ``chain_commands``' steps alike:
+    whatever ends it early (its limit, a crash, a cancel) kills the processes it
+    started, so neither leaves a command running.
+
+    :raise asyncio.CancelledError: the call was cancelled (its processes are killed).
+    """
+    try:
+        result = await asyncio.wait_for(_exit_is_an_error(bound.func(ctx, **params)), limit)
+    except asyncio.TimeoutError:
+        ctx.kill_processes()
+        return CallOutcome(False, None, f"tool {bound.name!r} timed out after {limit:g} s")
+    except asyncio.CancelledError:
+        ctx.kill_processes()
+        raise
+    except Exception as exc:
+        ctx.kill_processes()
+        log.exception("tool %s crashed", bound.name)
+        crash = f"tool {bound.name} crashed: {type(exc).__name__}: {exc}"
+        return CallOutcome(False, None, f"{type(exc).__name__}: {exc}", crash)
+    if not isinstance(result, dict):
+        return CallOutcome(False, None, f"tool {bound.name!r} returned {type(result).__name__}")
+    return CallOutcome(True, with_error_key(result), None)
 
 
 async def _encode_off_loop(msg: Message) -> str:
@@ -185,22 +216,15 @@ class ChainTools(ToolGroup):
         else:
             try:
                 checked = bound.validate(params)
-                budget, limit = bound.timeout_for(checked)
-                sub = ctx.derive(bound.name, min(budget, ctx.remaining()))
-                try:
-                    result = await asyncio.wait_for(bound.func(sub, **checked), limit)
-                except BaseException:
-                    sub.kill_processes()  # timed out, crashed or cancelled: no leftovers
-                    raise
-                if isinstance(result, dict):
-                    result = with_error_key(result)
-                step.update(success=True, result=result, error=None)
             except ParamError as exc:
                 step["error"] = str(exc)
-            except asyncio.TimeoutError:
-                step["error"] = f"tool {name!r} timed out after {limit:g} s"
-            except Exception as exc:
-                step["error"] = f"{type(exc).__name__}: {exc}"
+                return step
+            budget, limit = bound.timeout_for(checked)
+            sub = ctx.derive(bound.name, min(budget, ctx.remaining()))
+            outcome = await call_bounded(bound, sub, checked, limit)
+            if outcome.crash is not None:
+                self._server.last_error = outcome.crash
+            step.update(success=outcome.success, result=outcome.result, error=outcome.error)
         return step
 
 
@@ -686,30 +710,12 @@ class Session:
         started = time.monotonic()
         log.info("call %s %s params=%s", call.id, bound.name, sorted(params))
         try:
-            try:
-                result = await asyncio.wait_for(_exit_is_an_error(bound.func(ctx, **params)), limit)
-            finally:
-                self._check_token()
-        except asyncio.TimeoutError:
-            ctx.kill_processes()
-            reply = ToolResult(
-                call.id, False, None, f"tool {bound.name!r} timed out after {limit:g} s"
-            )
-        except asyncio.CancelledError:
-            ctx.kill_processes()
-            raise
-        except Exception as exc:
-            ctx.cancelled.set()
-            log.exception("tool %s crashed", bound.name)
-            self.server.last_error = f"tool {bound.name} crashed: {type(exc).__name__}: {exc}"
-            reply = ToolResult(call.id, False, None, f"{type(exc).__name__}: {exc}")
-        else:
-            if isinstance(result, dict):
-                reply = ToolResult(call.id, True, with_error_key(result), None)
-            else:
-                reply = ToolResult(
-                    call.id, False, None, f"tool {bound.name!r} returned {type(result).__name__}"
-                )
+            outcome = await call_bounded(bound, ctx, params, limit)
+        finally:
+            self._check_token()
+        if outcome.crash is not None:
+            self.server.last_error = outcome.crash
+        reply = ToolResult(call.id, outcome.success, outcome.result, outcome.error)
         log.info(
             "done %s %s success=%s in %.3f s",
             call.id,

@@ -26,43 +26,32 @@ should poll :attr:`CallContext.cancelled` to stop early when the call is cancell
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import inspect
-import math
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-import types
-import typing
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, Union
+from typing import Any, TypeVar
 
 from adare_guest.backpressure import OutputBudget
 from adare_guest.binary_transfer import Transfers
 from adare_guest.config import AgentConfig
+from adare_guest.processes import Process, kill_process_tree
 from adare_guest.protocol import Event, EventType
+from adare_guest.tool_params import (
+    ParamSpec,
+    describe_type,
+    signature_params,
+    validate_params,
+)
 from adare_guest.worker_pool import shared_pool
 
 TIMEOUT_GRACE = 5.0
 """Seconds the server waits beyond a caller-given ``timeout`` before cancelling."""
-MAX_TIMEOUT = 7 * 24 * 3600.0
-"""Largest ``timeout`` param a call may give (one week); larger ones are refused."""
-INT_PARAM_BITS = 63
-"""Integer params must fit a signed 64-bit integer (seek offsets, sizes, modes)."""
-CALL_MARKER = "ADARE_CALL_ID"
-"""Environment variable carrying the call id into the commands a call starts, so
-descendants that left the process tree (``setsid`` + parent exit) can still be found."""
-
 T = TypeVar("T")
 ToolFunc = Callable[..., Awaitable[dict[str, Any]]]
 EmitFunc = Callable[[Event], Awaitable[None]]
-# Evaluated at run time: Union, since the guest's Python 3.9 has no ``X | Y`` of classes.
-Process = Union[subprocess.Popen[Any], asyncio.subprocess.Process]
 
 
 @dataclass
@@ -89,101 +78,12 @@ class AgentState:
         return time.monotonic() - self.started_monotonic
 
 
-class ParamError(ValueError):
-    """The params of a tool call do not fit the tool's signature."""
-
-
 def with_error_key(result: dict[str, Any]) -> dict[str, Any]:
     """``result`` with ``error`` = ``message`` when its status is ``error`` and it has no
     ``error`` key: every tool's error result carries both (the server applies this)."""
     if result.get("status") == "error" and "error" not in result and "message" in result:
         result["error"] = result["message"]
     return result
-
-
-def kill_process_tree(proc: Process, marker: str | None = None) -> None:
-    """Kill ``proc``, its process group and every descendant; safe on an exited process.
-
-    Start ``proc`` in a new session. A descendant that called ``setsid`` left the
-    group, so the descendants are also found by walking parent pids in ``/proc``
-    (collected *before* anything dies: an orphan is re-parented and lost to the
-    walk) and, with ``marker``, by the ``ADARE_CALL_ID=<marker>`` entry of their
-    environment (see :data:`CALL_MARKER`).
-    """
-    if sys.platform == "win32":
-        if proc.returncode is None:
-            _taskkill(proc)
-        return
-    strays = descendants(proc.pid) | (marked_processes(marker) if marker else set())
-    if proc.returncode is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            try:
-                proc.kill()
-            except ProcessLookupError:
-                pass
-    for pid in strays - {os.getpid()}:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _taskkill(proc: Process) -> None:
-    try:
-        subprocess.run(
-            ["taskkill", "/F", "/T", "/PID", str(proc.pid)],
-            capture_output=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        pass
-    try:
-        proc.kill()
-    except ProcessLookupError:
-        pass
-
-
-def _proc_files(name: str) -> Iterator[tuple[int, bytes]]:
-    """(pid, content of ``/proc/<pid>/<name>``) of every process that can be read."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/{name}", "rb") as handle:
-                yield int(entry), handle.read()
-        except OSError:
-            continue
-
-
-def descendants(pid: int) -> set[int]:
-    """Pids of every living descendant of ``pid`` (by parent-pid chains in ``/proc``)."""
-    children: dict[int, list[int]] = {}
-    for child, data in _proc_files("stat"):
-        # The command name is in parentheses and may itself hold ") ": split at the last.
-        fields = data[data.rfind(b")") + 2 :].split()
-        if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(child)
-    found: set[int] = set()
-    stack = [pid]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    return found
-
-
-def marked_processes(marker: str) -> set[int]:
-    """Pids whose environment holds ``ADARE_CALL_ID=<marker>``."""
-    needle = f"{CALL_MARKER}={marker}".encode()
-    return {pid for pid, data in _proc_files("environ") if needle in data.split(b"\0")}
 
 
 class CallContext:
@@ -348,15 +248,6 @@ def tool(*, timeout: float = 60.0, name: str | None = None) -> Callable[[ToolFun
     return mark
 
 
-@dataclass(frozen=True)
-class ParamSpec:
-    """One parameter of a tool."""
-
-    name: str
-    annotation: Any
-    required: bool
-
-
 @dataclass
 class BoundTool:
     """A tool ready to call: its group's bound method and its parameter specs."""
@@ -373,35 +264,7 @@ class BoundTool:
 
         :raise ParamError: unknown, missing or wrongly typed params (message names them).
         """
-        unknown = sorted(set(params) - set(self.params))
-        if unknown and not self.accepts_any:
-            allowed = ", ".join(self.params) or "none"
-            raise ParamError(
-                f"unknown param(s) {unknown} for tool {self.name!r} (allowed: {allowed})"
-            )
-        missing = sorted(
-            p.name for p in self.params.values() if p.required and p.name not in params
-        )
-        if missing:
-            raise ParamError(f"missing required param(s) {missing} for tool {self.name!r}")
-        checked = dict(params)
-        for key, value in params.items():
-            spec = self.params.get(key)
-            if spec is None:
-                continue
-            ok, converted = _check(value, spec.annotation)
-            if not ok:
-                raise ParamError(
-                    f"param {key!r} of tool {self.name!r} must be {_describe(spec.annotation)}, "
-                    f"got {type(value).__name__} {_short(value)}"
-                )
-            if key == "timeout" and isinstance(converted, float) and converted > MAX_TIMEOUT:
-                raise ParamError(
-                    f"param 'timeout' of tool {self.name!r} must be at most {MAX_TIMEOUT:g} s, "
-                    f"got {converted:g}"
-                )
-            checked[key] = converted
-        return checked
+        return validate_params(self.name, self.params, self.accepts_any, params)
 
     def timeout_for(self, params: Mapping[str, Any]) -> tuple[float, float]:
         """(tool budget, server limit) for a call with these validated ``params``."""
@@ -418,7 +281,7 @@ class BoundTool:
             "name": self.name,
             "timeout": self.default_timeout,
             "params": {
-                p.name: {"type": _describe(p.annotation), "required": p.required}
+                p.name: {"type": describe_type(p.annotation), "required": p.required}
                 for p in self.params.values()
             },
         }
@@ -445,160 +308,5 @@ class ToolGroup:
 
 
 def _bind(name: str, method: Any, func: Any, marker: ToolMarker) -> BoundTool:
-    hints = _type_hints(func)
-    signature = inspect.signature(func)
-    params: dict[str, ParamSpec] = {}
-    accepts_any = False
-    positional = list(signature.parameters.values())[2:]  # self, ctx
-    for param in positional:
-        if param.kind is inspect.Parameter.VAR_KEYWORD:
-            accepts_any = True
-            continue
-        if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            raise TypeError(f"tool {name!r} must not take *args")
-        params[param.name] = ParamSpec(
-            param.name, hints.get(param.name, Any), param.default is inspect.Parameter.empty
-        )
+    params, accepts_any = signature_params(name, func)
     return BoundTool(name, method, marker.timeout, params, accepts_any)
-
-
-_UNION_NAME = "__adare_Union__"
-# Not a ``sys.version_info`` test, so that type checkers check the 3.9 path too.
-_NATIVE_UNION_OPERATOR = hasattr(types, "UnionType")
-
-
-def _type_hints(func: Any) -> dict[str, Any]:
-    if _NATIVE_UNION_OPERATOR:
-        try:
-            return typing.get_type_hints(func)
-        except NameError:
-            pass
-    # Some annotation (typically ``ctx``'s, imported under TYPE_CHECKING) does not
-    # resolve at runtime, or the Python (3.9) cannot evaluate ``X | Y`` of types:
-    # resolve the annotations one by one, unknown ones mean Any.
-    hints: dict[str, Any] = {}
-    for key, text in getattr(func, "__annotations__", {}).items():
-        try:
-            hints[key] = evaluate_annotation(text, func.__globals__)
-        except Exception:
-            hints[key] = Any
-    return hints
-
-
-class _UnionOfBitOr(ast.NodeTransformer):
-    """Rewrites ``X | Y`` into ``Union[X, Y]`` (nested ones flatten in ``Union``)."""
-
-    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
-        self.generic_visit(node)
-        if not isinstance(node.op, ast.BitOr):
-            return node
-        union = ast.Name(id=_UNION_NAME, ctx=ast.Load())
-        pair = ast.Tuple(elts=[node.left, node.right], ctx=ast.Load())
-        return ast.Subscript(value=union, slice=pair, ctx=ast.Load())
-
-
-def evaluate_annotation(annotation: object, namespace: dict[str, Any]) -> Any:
-    """The value of a (string) annotation in ``namespace``, as ``eval`` gives it.
-
-    Python 3.9 cannot evaluate ``X | Y`` of types (PEP 604 came in 3.10), which
-    ``from __future__ import annotations`` lets a 3.9 module write: there the ``|``
-    operators become ``typing.Union[X, Y]``, which :func:`_check` and
-    :func:`_describe` treat like ``X | Y``. A non-string annotation is returned as is.
-
-    :raise Exception: whatever evaluating the annotation raises (e.g. NameError).
-    """
-    if not isinstance(annotation, str):
-        return annotation
-    if _NATIVE_UNION_OPERATOR:
-        return eval(annotation, namespace)
-    tree = _UnionOfBitOr().visit(ast.parse(annotation.strip(), mode="eval"))
-    code = compile(ast.fix_missing_locations(tree), "<annotation>", "eval")
-    return eval(code, namespace, {_UNION_NAME: Union})
-
-
-# --------------------------------------------------------------------------- type checks
-
-# ``X | Y`` of types is a ``types.UnionType`` (Python 3.10 and later), ``Union[X, Y]`` a
-# ``typing.Union`` (also what :func:`evaluate_annotation` makes of ``X | Y`` on 3.9).
-_UNION_ORIGINS = (Union, getattr(types, "UnionType", Union))
-
-
-def _check(value: Any, annotation: Any) -> tuple[bool, Any]:
-    """Does the JSON ``value`` fit ``annotation``? Returns (ok, value widened to float)."""
-    if annotation is Any or annotation is object:
-        return True, value
-    origin = typing.get_origin(annotation)
-    if origin in _UNION_ORIGINS:
-        for option in typing.get_args(annotation):
-            ok, converted = _check(value, option)
-            if ok:
-                return True, converted
-        return False, value
-    if origin is Literal:
-        return value in typing.get_args(annotation), value
-    if annotation is type(None):
-        return value is None, value
-    if annotation is bool:
-        return isinstance(value, bool), value
-    if annotation is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        return ok and value.bit_length() <= INT_PARAM_BITS, value
-    if annotation is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            try:
-                number = float(value)
-            except OverflowError:  # an integer of hundreds of digits
-                return False, value
-            return math.isfinite(number), number
-        return False, value
-    if annotation is str:
-        return isinstance(value, str), value
-    if annotation is list or origin is list:
-        if not isinstance(value, list):
-            return False, value
-        args = typing.get_args(annotation)
-        if args:
-            checked = [_check(item, args[0]) for item in value]
-            if not all(ok for ok, _ in checked):
-                return False, value
-            return True, [item for _, item in checked]
-        return True, value
-    if annotation is dict or origin is dict:
-        if not isinstance(value, dict):
-            return False, value
-        args = typing.get_args(annotation)
-        if args and not all(_check(v, args[1])[0] for v in value.values()):
-            return False, value
-        return True, value
-    return isinstance(value, annotation) if isinstance(annotation, type) else True, value
-
-
-def _describe(annotation: Any) -> str:
-    if annotation is Any:
-        return "any value"
-    origin = typing.get_origin(annotation)
-    if origin in _UNION_ORIGINS:
-        return " or ".join(_describe(a) for a in typing.get_args(annotation))
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
-    names = {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        dict: "an object",
-        type(None): "null",
-    }
-    if origin in (list, dict):
-        return names[origin]
-    return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"of {value.bit_length()} bits"
-    if isinstance(value, (list, dict)):
-        return f"of {len(value)} items"
-    text = repr(value[:60] if isinstance(value, str) else value)
-    return text if len(text) <= 60 else text[:57] + "..."

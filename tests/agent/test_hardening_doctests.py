@@ -7,11 +7,13 @@ from types import ModuleType
 
 import pytest
 
-from adare_guest import backpressure, protocol, worker_pool
-from adare_guest.tools import files, system
+from adare_guest import backpressure, commands, protocol, tool_params, worker_pool
+from adare_guest.tools import clock
 
 
-@pytest.mark.parametrize("module", [backpressure, protocol, worker_pool, files, system])
+@pytest.mark.parametrize(
+    "module", [backpressure, protocol, worker_pool, commands, clock, tool_params]
+)
 def test_docstring_examples_hold(module: ModuleType) -> None:
     outcome = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert outcome.attempted > 0 and outcome.failed == 0

@@ -28,7 +28,8 @@ from adare_guest.protocol import (
 from adare_guest.serial.link import MessageReceived
 from adare_guest.serial.transport import LinkOutput, SerialTransport
 from adare_guest.server import AdareVMServer, Session
-from adare_guest.tools.base import CallContext, ParamError, ToolGroup, tool
+from adare_guest.tool_params import ParamError
+from adare_guest.tools.base import CallContext, ToolGroup, tool
 
 StrictParse = Callable[[str | bytes], dict[str, Any]]
 

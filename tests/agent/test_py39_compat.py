@@ -18,11 +18,11 @@ from typing import Any, Literal, Union
 
 import pytest
 
-from adare_guest import fs_listing, iso8601, placeholders
+from adare_guest import fs_listing, iso8601, placeholders, system_info, tool_params
 from adare_guest.config import AgentConfig
 from adare_guest.server import default_groups
-from adare_guest.tools import base, system
-from adare_guest.tools.base import AgentState, BoundTool, ParamError, evaluate_annotation
+from adare_guest.tool_params import ParamError, evaluate_annotation
+from adare_guest.tools.base import AgentState, BoundTool
 from tests.agent import iso_corpus
 
 # JSON values of every kind a call's params can hold.
@@ -35,7 +35,7 @@ SAMPLES: list[Any] = [
 @pytest.fixture
 def union_operator_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Take the path of a Python without ``X | Y`` of types (3.9)."""
-    monkeypatch.setattr(base, "_NATIVE_UNION_OPERATOR", False)
+    monkeypatch.setattr(tool_params, "_NATIVE_UNION_OPERATOR", False)
 
 
 @pytest.mark.usefixtures("union_operator_missing")
@@ -79,7 +79,7 @@ def test_every_tool_describes_and_validates_its_params_alike_on_both_paths(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     native = _tools()
-    monkeypatch.setattr(base, "_NATIVE_UNION_OPERATOR", False)
+    monkeypatch.setattr(tool_params, "_NATIVE_UNION_OPERATOR", False)
     fallback = _tools()
     assert sorted(fallback) == sorted(native)
     unions = 0
@@ -117,7 +117,7 @@ UNTERMINATED="open
 def test_os_release_is_parsed_like_platform_parses_it(tmp_path: Path) -> None:
     file = tmp_path / "os-release"
     file.write_text(OS_RELEASE)
-    assert system.read_os_release([str(tmp_path / "missing"), str(file)]) == {
+    assert system_info.read_os_release([str(tmp_path / "missing"), str(file)]) == {
         "NAME": "Debian GNU/Linux",
         "ID": "debian",
         "VERSION_ID": "11",
@@ -125,7 +125,7 @@ def test_os_release_is_parsed_like_platform_parses_it(tmp_path: Path) -> None:
         "UNTERMINATED": '"open',
     }
     file.write_text("VERSION_ID=1\n")
-    assert system.read_os_release([str(file)]) == {
+    assert system_info.read_os_release([str(file)]) == {
         "NAME": "Linux", "ID": "linux", "PRETTY_NAME": "Linux", "VERSION_ID": "1"
     }  # fmt: skip
 
@@ -135,7 +135,7 @@ def test_the_hosts_os_release_reads_the_same_as_platform_reads_it() -> None:
         expected = platform.freedesktop_os_release()
     except OSError:
         pytest.skip("the host has no os-release file")
-    assert system.read_os_release() == expected
+    assert system_info.read_os_release() == expected
 
 
 def test_without_platforms_reader_system_info_reads_os_release_itself(
@@ -144,13 +144,13 @@ def test_without_platforms_reader_system_info_reads_os_release_itself(
     file = tmp_path / "os-release"
     file.write_text("ID=fallback\n")
     monkeypatch.delattr(platform, "freedesktop_os_release")
-    monkeypatch.setattr(system, "OS_RELEASE_FILES", (str(file),))
-    monkeypatch.setattr(system.read_os_release, "__defaults__", ((str(file),),))
-    assert system._os_release()["ID"] == "fallback"
+    monkeypatch.setattr(system_info, "OS_RELEASE_FILES", (str(file),))
+    monkeypatch.setattr(system_info.read_os_release, "__defaults__", ((str(file),),))
+    assert system_info._os_release()["ID"] == "fallback"
     file.unlink()
-    assert system._os_release() == {}
+    assert system_info._os_release() == {}
     with pytest.raises(OSError, match="Unable to read files"):
-        system.read_os_release([str(file)])
+        system_info.read_os_release([str(file)])
 
 
 # What Python 3.9's ``fromisoformat`` reads: ``isoformat()``'s own output.

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from adare_guest.tools import system
+from adare_guest import commands
 
 pytestmark = pytest.mark.asyncio
 VARYING = {"command_id", "execution_time"}
@@ -28,9 +28,9 @@ VARYING = {"command_id", "execution_time"}
 async def test_spawned_commands_answer_as_the_subprocess_path(
     client: Any, params: dict[str, Any]
 ) -> None:
-    assert system.FAST_SPAWN, "this host has posix_spawn and pidfd_open"
+    assert commands.FAST_SPAWN, "this host has posix_spawn and pidfd_open"
     fast = await client.ok("execute_shell", **params)
-    env = {**params.get("env", {}), system.NO_FAST: "1"}
+    env = {**params.get("env", {}), commands.NO_FAST: "1"}
     old = await client.ok("execute_shell", **{**params, "env": env})
     if "leader" in params["shell_command"]:  # the command leads a session of its own
         assert fast["stdout"] == "leader\n"

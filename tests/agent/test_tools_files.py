@@ -1,21 +1,29 @@
-"""File tools over a real WebSocket: pull, push, snapshot, timestamp."""
+"""``tools/files.py`` (``FileTools``) over a real WebSocket: pull, push, snapshot; and
+against a hostile guest (issue 12, defect 1; issue 15's result fixes).
+
+Malware can swap a file for a FIFO between the agent's check and its ``open``: an
+``open`` of a FIFO without a writer blocks for ever. The swap is made to happen
+exactly at the agent's open here, so the race is hit every time, not 6 in 9,000.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import datetime as dt
+import contextlib
 import hashlib
 import os
 import stat
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from adare_guest.tools.files import _PullHashes
+from adare_guest import regular_files
 
 pytestmark = pytest.mark.asyncio
 MIB = 1024 * 1024
@@ -129,24 +137,6 @@ async def test_pull_with_chunks_in_flight_at_once_gives_the_whole_file_hash(
     data = b"".join(base64.b64decode(by_index[i]["chunk_data"]) for i in range(11))
     assert data == content
     assert by_index[10]["eof"] and by_index[10]["sha256"] == hashlib.sha256(content).hexdigest()
-
-
-async def test_running_hash_takes_chunks_out_of_order_without_rereading() -> None:
-    hashes = _PullHashes()
-    key = (1, 2, 3000, 4.0)
-    blocks = [os.urandom(1000) for _ in range(3)]
-    hashes.begin("/f")
-    for offset in (2000, 0, 1000):
-        hashes.feed("/f", key, offset, blocks[offset // 1000])
-    assert hashes.finish("/f", key, 3000) == hashlib.sha256(b"".join(blocks)).hexdigest()
-
-
-async def test_running_hash_gives_up_on_a_gap_nobody_fills() -> None:
-    hashes = _PullHashes()
-    key = (1, 2, 3000, 4.0)
-    hashes.begin("/f")
-    hashes.feed("/f", key, 2000, os.urandom(1000))
-    assert hashes.finish("/f", key, 3000) is None  # the tool then hashes the file itself
 
 
 @pytest.mark.parametrize(
@@ -391,15 +381,145 @@ async def test_snapshot_of_a_missing_root_is_a_tool_error(client: Any) -> None:
     assert result["status"] == "error" and "No such file or directory" in result["message"]
 
 
-async def test_get_timestamp(client: Any) -> None:
-    before = time.time()
-    result = await client.ok("get_timestamp")
-    after = time.time()
-    assert before <= result["timestamp"] <= after
-    assert result["timezone"] == "UTC"
-    parsed = dt.datetime.fromisoformat(result["iso_format"])
-    assert parsed.timestamp() == pytest.approx(result["timestamp"], abs=1e-3)
-    local = await client.ok("get_timestamp", use_local=True)
-    assert dt.datetime.fromisoformat(local["local_time"]).timestamp() == pytest.approx(
-        local["timestamp"], abs=1e-3
+# --------------------------------------------------------------------------- hostile guest
+
+ANSWER_BOUND = 10.0
+"""Seconds within which a call touching a swapped-in FIFO must be answered."""
+
+
+class FifoSwap:
+    """Replaces ``target`` with a FIFO right before the agent opens it."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+        self.swapped = False
+
+    def swap(self, path: Any) -> None:
+        if not self.swapped and os.fspath(path) == str(self.target):
+            self.swapped = True
+            self.target.unlink()
+            os.mkfifo(self.target)
+
+    def release(self) -> None:
+        """Unblock a reader stuck on the FIFO (an unfixed agent), by opening its write end."""
+        if self.swapped:
+            with contextlib.suppress(OSError):
+                os.close(os.open(self.target, os.O_WRONLY | os.O_NONBLOCK))
+
+
+@pytest.fixture
+def fifo_swap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FifoSwap]:
+    """A regular file that turns into a FIFO between any check and the agent's open."""
+    target = tmp_path / "victim.bin"
+    target.write_bytes(b"x" * 5000)
+    swap = FifoSwap(target)
+    real_open: Callable[..., Any] = open
+    real_os_open = os.open
+
+    def os_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        swap.swap(path)
+        return real_os_open(path, flags, *args, **kwargs)
+
+    def builtin_open(path: Any, *args: Any, **kwargs: Any) -> Any:
+        swap.swap(path)
+        return real_open(path, *args, **kwargs)
+
+    names = [name for name in dir(os) if not name.startswith("__")]
+    proxy = SimpleNamespace(**{name: getattr(os, name) for name in names})
+    proxy.open = os_open
+    monkeypatch.setattr(regular_files, "os", proxy)
+    monkeypatch.setattr(regular_files, "open", builtin_open, raising=False)
+    try:
+        yield swap
+    finally:
+        swap.release()
+
+
+async def test_a_file_swapped_for_a_fifo_before_a_pull_is_refused_at_once(
+    client: Any, fifo_swap: FifoSwap
+) -> None:
+    started = time.monotonic()
+    call = await client.send_call("pull_file_chunk", {"guest_path": str(fifo_swap.target)})
+    try:
+        answer = await client.result(call, ANSWER_BOUND)
+    except TimeoutError:
+        pytest.fail(f"pull of a file swapped for a FIFO not answered within {ANSWER_BOUND} s")
+    assert fifo_swap.swapped
+    result = answer["result"]
+    assert result["status"] == "error" and "a FIFO, not a regular file" in result["message"]
+    assert result["error"] == result["message"]
+    assert time.monotonic() - started < ANSWER_BOUND
+    assert (await client.ok("get_timestamp"))["status"] == "success"
+
+
+async def test_a_snapshot_hashing_a_file_swapped_for_a_fifo_completes(
+    client: Any, fifo_swap: FifoSwap
+) -> None:
+    call = await client.send_call(
+        "get_filesystem_snapshot", {"root_path": str(fifo_swap.target.parent), "hash": True}
     )
+    try:
+        answer = await client.result(call, ANSWER_BOUND)
+    except TimeoutError:
+        pytest.fail(f"snapshot with a swapped-in FIFO not answered within {ANSWER_BOUND} s")
+    result = answer["result"]
+    assert result["complete"] is True
+    assert any("not a regular file" in e["error"] for e in result["errors"])
+    assert "sha256" not in result["snapshot"][str(fifo_swap.target)]
+
+
+async def test_pulling_a_fifo_socket_or_device_answers_with_its_kind(
+    client: Any, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path, kind in ((fifo, "a FIFO"), (Path("/dev/null"), "a character device")):
+        result = await client.ok("pull_file_chunk", guest_path=str(path))
+        assert result["status"] == "error" and f"is {kind}, not a regular file" in result["message"]
+    directory = await client.ok("pull_file_chunk", guest_path=str(tmp_path))
+    assert directory["is_directory"] is True and directory["error"] == directory["message"]
+
+
+async def test_a_pull_through_a_symlink_reads_its_target(client: Any, tmp_path: Path) -> None:
+    (tmp_path / "real").write_bytes(b"content")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    result = await client.ok("pull_file_chunk", guest_path=str(tmp_path / "link"))
+    assert result["status"] == "success" and result["file_size"] == 7
+
+
+def replace_with_symlink(pattern: str, directory: Path, target: Path) -> None:
+    (found,) = directory.glob(pattern)
+    found.unlink()
+    found.symlink_to(target)
+
+
+def contents(path: Path) -> bytes | None:
+    return path.read_bytes() if path.exists() else None
+
+
+async def test_a_push_does_not_append_through_a_temp_file_swapped_for_a_symlink(
+    client: Any, tmp_path: Path
+) -> None:
+    target, victim = tmp_path / "uploaded", tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    first = await client.ok(
+        "push_file_chunk", guest_path=str(target), chunk_index=0, chunk_data="YWJj", total_chunks=2
+    )
+    assert first["status"] == "success"
+    replace_with_symlink(".uploaded.adare-part-*", tmp_path, victim)
+    second = await client.ok(
+        "push_file_chunk", guest_path=str(target), chunk_index=1, chunk_data="ZGVm", total_chunks=2
+    )
+    assert second["status"] == "error" and second["error"] == second["message"]
+    assert (contents(victim), contents(target)) == (b"precious", None)
+
+
+async def test_every_error_result_carries_error_as_well_as_message(client: Any) -> None:
+    missing = await client.ok("pull_file_chunk", guest_path="/nonexistent/adare")
+    assert missing["status"] == "error" and missing["error"] == missing["message"]
+    chained = await client.ok(
+        "chain_commands", commands=[{"tool": "pull_file_chunk", "params": {"guest_path": "/nx"}}]
+    )
+    step = chained["results"][0]["result"]
+    assert step["status"] == "error" and step["error"] == step["message"]
+    assert chained["error"] == chained["message"]

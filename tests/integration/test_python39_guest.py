@@ -33,7 +33,8 @@ import pytest_asyncio
 
 from adare_guest.config import AgentConfig
 from adare_guest.server import AdareVMServer, default_groups
-from adare_guest.tools.base import AgentState, BoundTool, ParamError
+from adare_guest.tool_params import ParamError
+from adare_guest.tools.base import AgentState, BoundTool
 from pytest_adare.agent.desktop_ready import FOCUS_PROBE
 from pytest_adare.agent.diagnosis import (
     FACTS_SCRIPT,

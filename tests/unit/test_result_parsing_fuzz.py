@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from adare_guest.commands import CapturedOutput
 from adare_guest.protocol import ToolResult, encode_message, parse_message
-from adare_guest.tools.system import CapturedOutput
 from pytest_adare.agent.call_router import CallRouter
 from pytest_adare.agent.transfer import chunk_data, chunk_layout
 from pytest_adare.errors import ProtocolViolation, ToolError
