@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from adare_guest.binary_transfer import FrameKind, TransferFrame, encode_transfer_frame
 from adare_guest.terminal import DEFAULT_WINDOW, READ_SIZE
+from adare_guest.tool_names import OPEN_TERMINAL
 from pytest_adare.errors import AgentDisconnected, ProtocolViolation, ToolError
 
 INPUT_WINDOW = 64 * 1024
@@ -98,9 +99,9 @@ class RemoteTerminal:
         if env:
             params["env"] = dict(env)
         try:
-            result = await connection.call("open_terminal", params)
+            result = await connection.call(OPEN_TERMINAL, params)
             if result.get("status") != "success":
-                raise ToolError("open_terminal", str(result.get("message")), result)
+                raise ToolError(OPEN_TERMINAL, str(result.get("message")), result)
         except BaseException:
             connection.detach_terminal(terminal.terminal_id)
             raise

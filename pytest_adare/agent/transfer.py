@@ -39,6 +39,7 @@ from adare_guest.binary_transfer import (
     cancel_frame,
     encode_transfer_frame,
 )
+from adare_guest.tool_names import PULL_FILE, PULL_FILE_CHUNK, PUSH_FILE, PUSH_FILE_CHUNK
 from pytest_adare.agent.connection import AgentConnection, BinaryTransport
 from pytest_adare.agent.transfer_stream import TransferStream
 from pytest_adare.errors import AgentDisconnected, ToolError, VMTimeout
@@ -60,7 +61,7 @@ waits ahead of it stays within a few MiB."""
 BINARY_FRAME_TIMEOUT = 120.0
 """Seconds a binary transfer waits for the agent's next message (a TCG guest may be slow:
 the last one of a push follows an fsync)."""
-BINARY_TOOLS = ("pull_file", "push_file")
+BINARY_TOOLS = (PULL_FILE, PUSH_FILE)
 DEFAULT_PULL_MAX_BYTES = 4 * 1024**3
 """Largest file ``pull`` takes by default (``max_bytes=``): a bigger announced size is
 refused before a byte is written, so a guest cannot fill the host's disk."""
@@ -115,14 +116,14 @@ async def pull_file(
 
     async def chunk(index: int) -> dict[str, Any]:
         return await call(
-            "pull_file_chunk", guest_path=guest_path, chunk_index=index, chunk_size=chunk_size
+            PULL_FILE_CHUNK, guest_path=guest_path, chunk_index=index, chunk_size=chunk_size
         )
 
     first = await chunk(0)
     if first.get("is_directory"):
-        raise ToolError("pull_file_chunk", f"{guest_path!r} is a directory in the guest", first)
+        raise ToolError(PULL_FILE_CHUNK, f"{guest_path!r} is a directory in the guest", first)
     total_chunks, file_size = chunk_layout(guest_path, first, chunk_size)
-    budget.admit("pull_file_chunk", file_size)
+    budget.admit(PULL_FILE_CHUNK, file_size)
     part = target.with_name(f".{target.name}.{secrets.token_hex(8)}.part")
     target.parent.mkdir(parents=True, exist_ok=True)
     # "x": never open a file that exists (a pulled guest file of that name, or a link);
@@ -145,11 +146,11 @@ async def pull_file(
             last = await budget.bound(_pull_window(chunk, first, total_chunks, write))
         sha256 = last.get("sha256")
         if not isinstance(sha256, str) or not sha256:
-            raise ToolError("pull_file_chunk", f"{guest_path!r}: last chunk has no sha256", None)
+            raise ToolError(PULL_FILE_CHUNK, f"{guest_path!r}: last chunk has no sha256", None)
         actual = await asyncio.to_thread(file_sha256, part)
         if actual != sha256:
             raise ToolError(
-                "pull_file_chunk",
+                PULL_FILE_CHUNK,
                 f"{guest_path!r}: sha256 mismatch (guest {sha256}, host {actual})",
                 None,
             )
@@ -272,7 +273,7 @@ async def push_file(
                 params["sha256"] = sha256
                 if mode is not None:
                     params["mode"] = mode
-            await call("push_file_chunk", **params)
+            await call(PUSH_FILE_CHUNK, **params)
             done += len(data)
             if progress is not None:
                 progress(done, size)
@@ -300,12 +301,12 @@ def chunk_layout(guest_path: str, first: dict[str, Any], chunk_size: int) -> tup
         total_chunks, file_size = int(first["total_chunks"]), int(first.get("file_size", 0))
     except (KeyError, TypeError, ValueError, OverflowError):  # e.g. 1e400 reads as infinity
         raise ToolError(
-            "pull_file_chunk", f"{guest_path!r}: chunk 0 has no valid size", None
+            PULL_FILE_CHUNK, f"{guest_path!r}: chunk 0 has no valid size", None
         ) from None
     expected = max(1, -(-file_size // chunk_size)) if file_size >= 0 else -1
     if total_chunks != expected:
         raise ToolError(
-            "pull_file_chunk",
+            PULL_FILE_CHUNK,
             f"{guest_path!r}: guest reports {total_chunks} chunks for {file_size} bytes "
             f"(expected {expected} of {chunk_size} bytes)",
             None,
@@ -320,7 +321,7 @@ def chunk_data(
     length the announced file size implies (the file changed, or the guest lies)."""
     if chunk.get("chunk_index") != index:
         raise ToolError(
-            "pull_file_chunk",
+            PULL_FILE_CHUNK,
             f"{guest_path!r}: asked for chunk {index}, got {chunk.get('chunk_index')!r}",
             None,
         )
@@ -328,12 +329,12 @@ def chunk_data(
         data = base64.b64decode(chunk.get("chunk_data") or "", validate=True)
     except (binascii.Error, ValueError, TypeError):  # TypeError: not text at all
         raise ToolError(
-            "pull_file_chunk", f"{guest_path!r}: chunk {index} is not base64", None
+            PULL_FILE_CHUNK, f"{guest_path!r}: chunk {index} is not base64", None
         ) from None
     expected = min(chunk_size, file_size - index * chunk_size)
     if len(data) != expected:
         raise ToolError(
-            "pull_file_chunk",
+            PULL_FILE_CHUNK,
             f"{guest_path!r}: chunk {index} has {len(data)} bytes, expected {expected} "
             "(the file changed during the pull?)",
             None,
@@ -365,14 +366,14 @@ async def _pull_binary(
     stream = link.open_stream(window=BINARY_PULL_WINDOW, max_payload=chunk_size)
     try:
         answer = await call(
-            "pull_file",
+            PULL_FILE,
             guest_path=guest_path,
             transfer_id=stream.transfer_id,
             chunk_size=chunk_size,
             window=BINARY_PULL_WINDOW,
         )
         size = _announced_size(guest_path, answer, stream, chunk_size)
-        budget.admit("pull_file", size)
+        budget.admit(PULL_FILE, size)
         part = target.with_name(f".{target.name}.{secrets.token_hex(8)}.part")
         target.parent.mkdir(parents=True, exist_ok=True)
         out = part.open("xb")  # "x": never a name that exists (see pull_file)
@@ -395,7 +396,7 @@ def _announced_size(
 ) -> int:
     """The file size of a ``pull_file`` answer, checked against what the host asked."""
     if answer.get("is_directory"):
-        raise ToolError("pull_file", f"{guest_path!r} is a directory in the guest", answer)
+        raise ToolError(PULL_FILE, f"{guest_path!r} is a directory in the guest", answer)
     size = answer.get("file_size")
     if (
         answer.get("transfer_id") != stream.transfer_id
@@ -406,7 +407,7 @@ def _announced_size(
     ):
         keys = {k: answer.get(k) for k in ("transfer_id", "chunk_size", "window", "file_size")}
         raise ToolError(
-            "pull_file",
+            PULL_FILE,
             f"{guest_path!r}: the agent's announcement {keys} does not match transfer "
             f"{stream.transfer_id} of {chunk_size}-byte chunks, window {stream.window}",
             None,
@@ -431,7 +432,7 @@ async def _receive_file(
         digest.update(data)
 
     def refuse(reason: str) -> ToolError:
-        return ToolError("pull_file", f"{guest_path!r}: {reason}", None)
+        return ToolError(PULL_FILE, f"{guest_path!r}: {reason}", None)
 
     while True:
         frame = await _next(
@@ -498,7 +499,7 @@ async def _push_binary(
         }
         if mode is not None:
             params["mode"] = mode
-        await call("push_file", **params)
+        await call(PUSH_FILE, **params)
         sender = _PushSender(link, stream, guest_path, size, progress)
         digest = hashlib.sha256()
 
@@ -513,10 +514,10 @@ async def _push_binary(
             await sender.wait_for_room()
             data = await asyncio.to_thread(read, min(chunk_size, size - sender.sent))
             if not data:
-                raise ToolError("push_file", f"{source} shrank while it was pushed", None)
+                raise ToolError(PUSH_FILE, f"{source} shrank while it was pushed", None)
             await sender.send(data)
         if await asyncio.to_thread(src.read, 1):
-            raise ToolError("push_file", f"{source} grew while it was pushed", None)
+            raise ToolError(PUSH_FILE, f"{source} grew while it was pushed", None)
         await link.send_binary(
             encode_transfer_frame(FrameKind.END, stream.transfer_id, size, digest.digest())
         )
@@ -601,7 +602,7 @@ class _PushSender:
         )
 
     def _refuse(self, reason: str) -> ToolError:
-        return ToolError("push_file", f"{self.guest_path!r}: {reason}", None)
+        return ToolError(PUSH_FILE, f"{self.guest_path!r}: {reason}", None)
 
 
 async def _next(stream: TransferStream, what: str) -> TransferFrame:
