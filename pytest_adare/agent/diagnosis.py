@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from typing import Any, Protocol
 
 from adare_guest.config import DEFAULT_PORT
@@ -233,77 +234,9 @@ def decide(facts: AgentFacts) -> str:
 
 # -- collecting ------------------------------------------------------------------------
 
-FACTS_SCRIPT = r"""
-import json, os, shutil, subprocess, sys, time
-port, logs = int(sys.argv[1]), sys.argv[2:]
-needles = ("adare" + "_guest", "bundle" + ".pyz")
-hz = os.sysconf("SC_CLK_TCK")
-with open("/proc/uptime") as f:
-    uptime = float(f.read().split()[0])
-pids = []
-for entry in os.listdir("/proc"):
-    if not entry.isdigit() or int(entry) == os.getpid():
-        continue
-    try:
-        with open("/proc/%s/cmdline" % entry, "rb") as f:
-            cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
-        with open("/proc/%s/stat" % entry) as f:
-            started = int(f.read().rsplit(")", 1)[1].split()[19]) / hz
-    except (OSError, ValueError, IndexError):
-        continue
-    # a process younger than 2 s is a restart in progress (crash loop), not a running agent
-    if "python" in cmd and any(n in cmd for n in needles) and uptime - started >= 2:
-        pids.append(int(entry))
-def read(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
-def run(*cmd):
-    if shutil.which(cmd[0]) is None:
-        return None
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=15)
-        return (p.stdout + p.stderr).strip()
-    except Exception as exc:
-        return "error: %s" % exc
-def newest_log():
-    # a crash loop truncates its output file at each restart: wait for it to refill
-    path, lines = "", []
-    for _ in range(6):
-        present = [p for p in logs if os.path.isfile(p)]
-        if present:
-            path = max(present, key=os.path.getmtime)
-            lines = read(path).splitlines()[-20:]
-            if lines:
-                break
-        time.sleep(0.5)
-    else:
-        for other in sorted(present, key=os.path.getmtime, reverse=True):
-            if read(other).strip():
-                return other, read(other).splitlines()[-20:]
-    return path, lines
-log_path, log_tail = newest_log()
-fw = shutil.which("firewall-cmd") is not None
-print(json.dumps({
-    "agent_pids": pids,
-    "proc_net_tcp": read("/proc/net/tcp") + read("/proc/net/tcp6"),
-    "firewalld_state": run("firewall-cmd", "--state") if fw else None,
-    "firewalld_zone": run("firewall-cmd", "--get-default-zone") if fw else None,
-    "firewalld_ports": run("firewall-cmd", "--list-ports") if fw else None,
-    "nft_ruleset": run("nft", "list", "ruleset"),
-    "iptables_rules": run("iptables-save"),
-    "ipv4_addresses": run("ip", "-4", "-o", "addr"),
-    "links": run("ip", "-o", "link"),
-    "log_path": log_path,
-    "log_tail": log_tail,
-}))
-"""
-"""Run in the guest as ``python3 -c FACTS_SCRIPT PORT LOG...``; prints the facts as JSON.
-
-The tail comes from the most recently written of the given logs (the agent's log
-file, or its captured stdout/stderr when it died before logging started)."""
+FACTS_SCRIPT = resources.files("adare_guest").joinpath("guest_facts.py").read_text("utf-8")
+"""The guest-side facts script (:mod:`adare_guest.guest_facts`), run as ``python3 -c
+FACTS_SCRIPT PORT LOG...``; prints the facts as JSON."""
 
 
 class FactsRunner(Protocol):
