@@ -28,10 +28,18 @@ CALL_ADMISSION_WAIT = 10.0
 # full the client's own sends block. That is the backpressure.
 MAX_PENDING_OUTPUT = 256 * 1024 * 1024
 """Bytes of big results (file chunks) one session may have produced but not yet sent."""
+# Why reserve before reading rather than count what is queued: a chunk read into memory
+# is already spent, so the check must come before the read. A pull reserves twice its
+# chunk (bytes + base64 text): at the default 1 MiB chunk all 64 calls in flight fit
+# (128 MiB); bigger chunks wait for room instead of adding up.
 SEND_TIMEOUT = 30.0
 """Seconds a client has to take one message (plus its size at :data:`MIN_SEND_RATE`)."""
 MIN_SEND_RATE = 1024 * 1024
 """Bytes per second a client must at least read while taking a big message."""
+# Why a deadline that grows with the size: a big result to a slow client is honest and
+# takes long; a client that stopped reading is not, and holds the session's send lock
+# (every other answer, pongs included, waits behind it). The fixed 30 s covers ordinary
+# messages on a slow link; the rate part only matters for big ones.
 
 
 def send_deadline(size: int, base: float = SEND_TIMEOUT) -> float:

@@ -53,6 +53,11 @@ DEFAULT_CHUNK = 1024 * 1024
 MAX_CHUNK = 8 * 1024 * 1024
 DEFAULT_WINDOW = 4
 """DATA messages in flight (sent, not yet acknowledged) unless the host asks otherwise."""
+# Why a window at all: a send that returned only says the transport took the bytes, not
+# that the host stored them; without ACKs a host that writes slowly would have a whole
+# file queued in buffers between the two. With several chunks in flight the link stays
+# busy while one ACK makes its round trip, and MAX_WINDOW * MAX_CHUNK (128 MiB) bounds
+# what one transfer can have unacknowledged.
 MAX_WINDOW = 16
 MAX_TRANSFERS = 8
 """Transfers one session may have open at once (memory: about two chunks each)."""
@@ -342,6 +347,9 @@ class Transfers:
                 end = offset + len(data)
                 if end < out.size:  # read the next chunk while this one is sent
                     ahead = _read_ahead(read_and_hash, min(out.chunk, out.size - end))
+                # The read-ahead above runs before the wait for credit, so a full window
+                # costs no disk latency once it opens; memory stays at two chunks (this
+                # one and the next), whatever the window.
                 await self._wait_for_credit(out)
                 frame = encode_transfer_frame(FrameKind.DATA, out.transfer_id, offset, data)
                 await self._send(frame)
@@ -365,6 +373,11 @@ class Transfers:
     async def _wait_for_credit(self, out: _Outgoing) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ACK_TIMEOUT
+        # In flight = sent chunks whose end the host has not acknowledged. Counting chunks,
+        # not bytes, keeps the rule the host's: its ACK offsets may cover several chunks
+        # at once (it acknowledges what it stored), and any ACK beyond one end frees it.
+        # One deadline for the whole wait, not per wake-up: ACKs that never advance
+        # (a host replaying an old offset) must not keep the pull alive for ever.
         while sum(1 for end in out.sent_ends if end > out.acked) >= out.window:
             out.credit.clear()
             remaining = deadline - loop.time()
