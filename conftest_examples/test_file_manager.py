@@ -1,0 +1,61 @@
+"""The adare paper's Trash experiment: a file deleted through a real file manager's GUI.
+
+The image is the built-in desktop extended by a recipe (``fm_desktop/fm-desktop.toml``:
+pcmanfm and a document in the user's Documents), built on first use and cached. The
+user deletes the document with the file manager's context menu; the freedesktop Trash
+must then hold it and a ``.trashinfo`` whose DeletionDate is the guest's clock (±5 s).
+"""
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from pytest_adare.guest import Guest
+from pytest_adare.plugin.checks import SoftChecks
+
+RECIPE = Path(__file__).parent / "fm_desktop" / "fm-desktop.toml"
+
+
+@pytest.mark.adare_vm(image=str(RECIPE), gui=True)
+def test_a_file_deleted_in_the_file_manager_lands_in_the_trash(
+    guest: Guest, adare_checks: SoftChecks
+) -> None:
+    user = guest.user
+    trash = f"{user.home}/.local/share/Trash"
+    before = guest.fs_snapshot(user.home)
+
+    manager = user.start(f"pcmanfm {user.documents}")
+    guest.wait_for_window("Documents", timeout=60)
+    guest.click_text("report.txt", timeout=60, button="right")
+    guest.click_text("Move to Trash", timeout=30)
+    guest.wait_for_text("report.txt", timeout=30, gone=True)
+    deleted_at = guest.now()
+    guest.wait_for_file(f"{trash}/info/report.txt.trashinfo", timeout=30)
+
+    diff = guest.fs_snapshot(user.home).diff(before)
+    assert f"{user.documents}/report.txt" in diff.deleted
+    assert {f"{trash}/files/report.txt", f"{trash}/info/report.txt.trashinfo"} <= diff.created
+
+    # The paper's checks as written: adare's variables name the user's directories.
+    adare_checks.run(
+        "the document is in the Trash", "standard.file_exists",
+        path="{{ adare_user_home }}/.local/share/Trash/files/report.txt",
+    )  # fmt: skip
+    adare_checks.run(
+        "it is gone from Documents", "standard.file_absent",
+        path="{{ adare_user_documents }}/report.txt",
+    )  # fmt: skip
+    info = guest.succeed(f"cat {trash}/info/report.txt.trashinfo")
+    adare_checks.check(
+        f"Path={user.documents}/report.txt" in info, "the trashinfo names where it was", info
+    )
+    stamp = next(line.split("=", 1)[1] for line in info.splitlines() if line.startswith("Deletion"))
+    # DeletionDate is the guest's local time without a zone; the guest runs on UTC.
+    deletion = datetime.fromisoformat(stamp).replace(tzinfo=deleted_at.tzinfo)
+    adare_checks.check(
+        abs(deletion - deleted_at) <= timedelta(seconds=5),
+        "DeletionDate is the guest's clock ±5 s",
+        f"DeletionDate={stamp}, guest clock {deleted_at.isoformat()}",
+    )
+    manager.stop()
