@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 from PIL import Image
 
 from pytest_adare.errors import AdareError, SnapshotError
+from pytest_adare.lan.port import LanPort
 from pytest_adare.libvirt_backend.connection import (
     HypervisorError,
     error_text,
@@ -150,10 +151,12 @@ class LibvirtMachine(MachineCore):
         seed: Path | None = None,
         agent_serial_device: str | None = None,
         agent_link: str = "uart",  # the domain XML follows agent_serial_device itself
+        lan_ports: Sequence[LanPort] = (),
     ) -> None:
         refused = [
             what
             for what, asked in (
+                ("a LAN segment (adare_lan)", bool(lan_ports)),
                 ("fw_cfg hand-off", bool(fw_cfg)),
                 ("a cloud-init seed", seed is not None),
                 ("UEFI firmware", firmware == "uefi"),
