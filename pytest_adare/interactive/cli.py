@@ -183,6 +183,7 @@ def _run_kept(args: argparse.Namespace) -> int:
         os.waitpid(pid, 0)
         print("adare-vm: the VM did not start (see above)", file=sys.stderr)
         return 1
+    print(f"adare: adare-vm shell {name}    (kept; adare-vm stop {name})", file=sys.stderr)
     code = asyncio.run(shell(registry.find(name).socket, user=args.user))
     print(
         f"adare: {name} keeps running (stopped after {args.idle_stop:g} min unused): "

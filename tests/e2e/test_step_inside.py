@@ -1,0 +1,198 @@
+"""Stepping inside, driven for real through pseudo-terminals (issue 26).
+
+``adare-vm run`` on the built-in image: a typed command's output, Ctrl-C interrupting a
+``sleep`` in the guest while the shell stays, ``adare-vm list`` and ``adare-vm shell
+NAME -- CMD`` from a second terminal, a second local user who can neither list nor
+enter, exit, no QEMU left. A pytest run with ``--adare-pause-on-fail`` whose test fails:
+``adare-vm shell NAME -- cat FILE`` reads what the test wrote, Enter lets pytest finish
+with ``1 failed``. A kept VM is listed, entered and stopped. The boots after the first
+are warm starts (~2 s).
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from image_under_test import image_under_test
+
+from pytest_adare.interactive import registry
+
+pytestmark = pytest.mark.e2e
+
+ADARE_VM = [sys.executable, "-m", "pytest_adare.interactive.cli"]
+BOOT_WAIT = 300.0
+WAIT = 60.0
+
+
+class PtyProcess:
+    """A program with a pty as its terminal; its output collected as it is read."""
+
+    def __init__(self, argv: list[str], cwd: Path | None = None) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            if cwd is not None:
+                os.chdir(cwd)
+            os.execvp(argv[0], argv)
+        self.output = b""
+
+    def expect(self, pattern: bytes, timeout: float = WAIT) -> re.Match[bytes]:
+        deadline = time.monotonic() + timeout
+        while (found := re.search(pattern, self.output)) is None:
+            remaining = deadline - time.monotonic()
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, remaining))
+            if not ready:
+                raise AssertionError(f"no {pattern!r} in {timeout} s: {self.output[-2000:]!r}")
+            try:
+                self.output += os.read(self.fd, 65536)
+            except OSError:
+                raise AssertionError(f"ended before {pattern!r}: {self.output[-2000:]!r}") from None
+        return found
+
+    def type(self, data: bytes) -> None:
+        os.write(self.fd, data)
+
+    def wait(self, timeout: float = WAIT) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with_output = select.select([self.fd], [], [], 0.2)[0]
+            if with_output:
+                try:
+                    self.output += os.read(self.fd, 65536)
+                except OSError:
+                    pass
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                os.close(self.fd)
+                return os.waitstatus_to_exitcode(status)
+        os.kill(self.pid, signal.SIGKILL)
+        raise AssertionError(f"still running after {timeout} s: {self.output[-2000:]!r}")
+
+
+def qemu_children_of(pid: int) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(pid), "qemu"], capture_output=True, text=True)
+    return [int(p) for p in found.stdout.split()]
+
+
+def adare_vm(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [*ADARE_VM, *args]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    return subprocess.run(argv, capture_output=True, text=True, timeout=WAIT, env=env)
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    manifest = image_under_test()
+    return str(manifest.path or manifest.disk)
+
+
+@pytest.fixture(scope="module")
+def other_user() -> Iterator[str | None]:
+    """A second local user made for the test (root only), removed afterwards."""
+    if os.geteuid() != 0 or shutil.which("useradd") is None or shutil.which("runuser") is None:
+        yield None
+        return
+    name = f"adare-other-{os.getpid() % 100000}"
+    subprocess.run(["useradd", "--no-create-home", name], check=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["userdel", name], check=False)
+
+
+def test_adare_vm_run_a_shell_ctrl_c_and_no_qemu_left(image: str, other_user: str | None) -> None:
+    run = PtyProcess([*ADARE_VM, "run", image])
+    name = run.expect(rb"adare-vm shell (\S+)", BOOT_WAIT).group(1).decode()
+    run.expect(rb"# ", WAIT)
+    run.type(b"echo sum-$((40+2)) > /root/typed; cat /root/typed\n")
+    run.expect(rb"sum-42\r\n")
+    # Ctrl-C reaches the guest's sleep, not adare-vm; the shell stays.
+    run.type(b"sleep 60; echo sl$((1))ept\n")
+    time.sleep(1.0)
+    started = time.monotonic()
+    run.type(b"\x03")
+    run.type(b"echo back-$((1+1))\n")
+    run.expect(rb"back-2\r\n", 20)
+    assert time.monotonic() - started < 20 and b"sl1ept" not in run.output
+
+    listing = adare_vm("list")
+    assert name in listing.stdout and "adare-vm run" in listing.stdout
+    scripted = adare_vm("shell", name, "--", "cat", "/root/typed")
+    assert (scripted.returncode, scripted.stdout) == (0, "sum-42\n")
+    assert adare_vm("shell", name, "--", "sh", "-c", "exit 7").returncode == 7
+    if other_user is not None:  # the registry and the owner's socket are the user's alone
+        directory = registry.registry_dir()
+        assert directory.stat().st_mode & 0o777 == 0o700
+        assert (directory / f"{name}.sock").stat().st_mode & 0o777 == 0o600
+        assert (directory / f"{name}.json").stat().st_mode & 0o777 == 0o600
+        probe = (
+            "import os, socket, sys\n"
+            "try:\n    print(os.listdir(sys.argv[1]))\n"
+            "except PermissionError:\n    print('list: denied')\n"
+            "s = socket.socket(socket.AF_UNIX)\n"
+            "try:\n    s.connect(sys.argv[2]); print('entered')\n"
+            "except PermissionError:\n    print('enter: denied')\n"
+        )
+        theirs = subprocess.run(
+            ["runuser", "-u", other_user, "--", "/usr/bin/python3", "-c", probe,
+             str(directory), str(directory / f"{name}.sock")],
+            capture_output=True, text=True, timeout=WAIT,
+        )  # fmt: skip
+        assert theirs.stdout.split("\n")[:2] == ["list: denied", "enter: denied"], theirs
+
+    run.type(b"exit\n")
+    assert run.wait() == 0
+    assert not qemu_children_of(run.pid)
+    assert name not in adare_vm("list").stdout
+
+
+FAILING_TEST = """
+def test_writes_then_fails(guest):
+    guest.shell("echo left-by-the-test > /root/evidence")
+    assert False, "look inside"
+"""
+
+
+def test_pause_on_fail_lets_one_step_in_then_enter_finishes(image: str, tmp_path: Path) -> None:
+    (tmp_path / "test_fails.py").write_text(FAILING_TEST)
+    run = PtyProcess(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_fails.py",
+         f"--adare-vm={image}", "--adare-pause-on-fail", "-q"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    name = run.expect(rb"adare-vm shell (test_writes_then_fails-vm\d+)", BOOT_WAIT).group(1)
+    read = adare_vm("shell", name.decode(), "--", "cat", "/root/evidence")
+    assert (read.returncode, read.stdout) == (0, "left-by-the-test\n")
+    run.type(b"\n")
+    run.expect(rb"1 failed", WAIT)
+    assert run.wait() == 1
+    assert not qemu_children_of(run.pid)
+
+
+def test_a_kept_vm_is_listed_entered_and_stopped(image: str) -> None:
+    run = PtyProcess([*ADARE_VM, "run", image, "--keep", "--idle-stop", "5"])
+    name = run.expect(rb"adare-vm shell (\S+)", BOOT_WAIT).group(1).decode()
+    run.expect(rb"# ", WAIT)
+    run.type(b"exit\n")
+    run.expect(rb"keeps running", WAIT)
+    assert run.wait() == 0
+    listing = adare_vm("list")
+    assert name in listing.stdout and "keeper" in listing.stdout
+    entered = adare_vm("shell", name, "--", "echo", "inside")
+    assert (entered.returncode, entered.stdout) == (0, "inside\n")
+    assert adare_vm("stop", name).returncode == 0
+    deadline = time.monotonic() + WAIT
+    while name in adare_vm("list").stdout and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert name not in adare_vm("list").stdout
