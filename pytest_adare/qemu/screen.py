@@ -69,7 +69,13 @@ class QemuScreen:
     async def drag(self, x1: int, y1: int, x2: int, y2: int) -> None:
         await self.move(x1, y1)
         await self._button("left", True)
+        # QEMU's USB tablet folds a move into the queued report before it while the
+        # buttons stay the same: a move sent before the guest has polled the press
+        # turns the press into one at the end point (seen under TCG: the press landed
+        # at (x2, y2)). Wait until the guest has surely taken the press.
+        await asyncio.sleep(CLICK_INTERVAL)
         await self.move(x2, y2)
+        await asyncio.sleep(CLICK_INTERVAL)
         await self._button("left", False)
 
     async def scroll(self, direction: str, amount: int) -> None:
