@@ -27,6 +27,7 @@ def make_machine(
         fw_cfg=fw_cfg,
         name=vm.name,
         agent_link=vm.agent_link,
+        lan_ports=vm.options.lan_ports,
         **extra,
     )
 
