@@ -344,7 +344,10 @@ class FindListing(Listing):
         *lines, rest = (self._pending_error + data).split(b"\n")
         self._pending_error = rest[-MAX_ERROR_LINE:]
         for line in lines:
-            self.add_error(find_error(os.fsdecode(line[:MAX_ERROR_LINE])))
+            # At find's end an empty read flushes the unfinished line; when there is
+            # none, that flush is an empty line, which is no error.
+            if line.strip():
+                self.add_error(find_error(os.fsdecode(line[:MAX_ERROR_LINE])))
 
     def _drain_errors(self, poller: select.poll, err: Any) -> None:
         deadline = time.monotonic() + 5
