@@ -121,7 +121,9 @@ def test_bad_ini_value_names_the_ini_key(pytester: pytest.Pytester) -> None:
 
 def test_marker_is_registered_with_its_arguments(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--markers")
-    result.stdout.fnmatch_lines(["@pytest.mark.adare_vm(image=None, images=None, gui=None, os=None, *"])
+    result.stdout.fnmatch_lines(
+        ["@pytest.mark.adare_vm(image=None, images=None, gui=None, os=None, *"]
+    )
 
 
 def test_marker_passes_strict_markers(pytester: pytest.Pytester) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pytest_adare.errors import AdareError, AgentDisconnected, ToolError, VMDied, format_tail
-from pytest_adare.plugin.reports import _say_what_killed_the_guest, _write_evidence
 from pytest_adare.machine.console import ConsoleCapture
+from pytest_adare.plugin.reports import _say_what_killed_the_guest, _write_evidence
 
 HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b]52;c;cm0gLXJmIH4=\x07\x00\x9b"
 
