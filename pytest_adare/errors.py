@@ -48,7 +48,14 @@ class AdareError(Exception):
         return printable(super().__str__())
 
 
-class VMLaunchError(AdareError):
+class InfrastructureError(AdareError):
+    """The VM, its hypervisor or its agent broke: the test could not run, which is not the
+    test's own failure. The plugin reports these as errors, not failures, and replaces or
+    fails fast the VM behind them; every such error derives from this class (a new one
+    is classified by its base, not by a list kept elsewhere)."""
+
+
+class VMLaunchError(InfrastructureError):
     """QEMU could not be started or died during start-up."""
 
     def __init__(self, message: str, *, exitcode: int | None, command: Sequence[str], output: str):
@@ -61,7 +68,7 @@ class VMLaunchError(AdareError):
         )
 
 
-class VMTimeout(AdareError):
+class VMTimeout(InfrastructureError):
     """A bounded wait ran out; says what was waited for, how long, and the console tail."""
 
     def __init__(self, what: str, seconds: float, console_tail: Sequence[str] = ()):
@@ -73,7 +80,7 @@ class VMTimeout(AdareError):
         )
 
 
-class VMDied(AdareError):
+class VMDied(InfrastructureError):
     """QEMU exited, or the guest shut down or panicked, while something waited on it."""
 
     def __init__(self, reason: str, console_tail: Sequence[str] = ()):
@@ -82,23 +89,23 @@ class VMDied(AdareError):
         super().__init__(f"{reason}\n{format_tail(self.console_tail)}")
 
 
-class ImageError(AdareError):
+class ImageError(InfrastructureError):
     """An image (manifest, disk, build) is missing, invalid or could not be built."""
 
 
-class QGAError(AdareError):
+class QGAError(InfrastructureError):
     """The QEMU guest agent answered with an error or not at all."""
 
 
-class SnapshotError(AdareError):
+class SnapshotError(InfrastructureError):
     """``savevm``/``loadvm`` failed (QEMU's message says why)."""
 
 
-class MigrationError(AdareError):
+class MigrationError(InfrastructureError):
     """Writing or loading a machine's whole state failed (QEMU's message says why)."""
 
 
-class AgentUnreachable(AdareError):
+class AgentUnreachable(InfrastructureError):
     """No connection to the agent; ``diagnosis`` says why in one sentence.
 
     ``console_tail`` holds the guest console's last lines when a VM was diagnosed.
@@ -116,11 +123,11 @@ class AgentUnreachable(AdareError):
         super().__init__(diagnosis)
 
 
-class AgentDisconnected(AdareError):
+class AgentDisconnected(InfrastructureError):
     """The agent connection dropped while calls were pending."""
 
 
-class ProtocolViolation(AdareError):
+class ProtocolViolation(InfrastructureError):
     """The agent sent something that is not a valid protocol message."""
 
 

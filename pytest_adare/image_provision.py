@@ -24,8 +24,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pytest_adare.errors import ImageError, format_tail
+from pytest_adare.file_hash import file_sha256
 from pytest_adare.guest import Guest, ShellResult
-from pytest_adare.image.build import PhaseClock, file_sha256
+from pytest_adare.image.build import PhaseClock
 from pytest_adare.image.build_failure import NO_NETWORK
 from pytest_adare.image.manifest import ImageManifest, write_manifest
 from pytest_adare.image.recipe_build import Progress, base_identity

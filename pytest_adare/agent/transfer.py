@@ -43,6 +43,7 @@ from adare_guest.tool_names import PULL_FILE, PULL_FILE_CHUNK, PUSH_FILE, PUSH_F
 from pytest_adare.agent.connection import AgentConnection, BinaryTransport
 from pytest_adare.agent.transfer_stream import TransferStream
 from pytest_adare.errors import AgentDisconnected, ToolError, VMTimeout
+from pytest_adare.file_hash import file_sha256
 
 _T = TypeVar("_T")
 ProgressCallback = Callable[[int, int], None]
@@ -279,15 +280,6 @@ async def push_file(
                 progress(done, size)
     finally:
         src.close()
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 hex digest of a host file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1024 * 1024):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _size_and_sha256(path: Path) -> tuple[int, str]:

@@ -20,7 +20,6 @@ every hash and size and lists what does not match.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_adare.file_hash import file_sha256
 from pytest_adare.forensics import case
 from pytest_adare.forensics.export import DiffLike, write_case, write_json
 
@@ -37,7 +37,6 @@ DIFF_FILE = "fs-diff.json"
 DIFF_CASE_FILE = "fs-diff.jsonld"
 FORMAT = "adare-evidence-bundle"
 VERSION = 1
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -55,15 +54,6 @@ class BundleFacts:
     test_id: str | None = None
     vm: Mapping[str, Any] = field(default_factory=dict)
     notes: Sequence[str] = ()
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _iso(epoch: float) -> str:

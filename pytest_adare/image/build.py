@@ -9,7 +9,6 @@ into place at the end, so a half-built image is never seen at ``out``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -22,6 +21,7 @@ from typing import Any
 
 from adare_guest.config import VIRTIO_PORT_NAME
 from pytest_adare.errors import ImageError
+from pytest_adare.file_hash import file_sha256
 from pytest_adare.image.agent_bundle import build_agent_bundle
 from pytest_adare.image.build_failure import build_failure_cause
 from pytest_adare.image.initrd import build_initrd
@@ -77,15 +77,6 @@ class PhaseClock:
         total = time.monotonic() - self.start
         suffix = f"  ({detail})" if detail else ""
         self.progress(f"[{total:6.1f}s] {name:<10} {took:6.1f} s{suffix}")
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _tree_size(root: Path) -> int:

@@ -23,7 +23,8 @@ from typing import Protocol
 
 from pytest_adare.cache_dir import exclusive_lock
 from pytest_adare.errors import ImageError
-from pytest_adare.image.build import build_image, file_sha256
+from pytest_adare.file_hash import file_sha256
+from pytest_adare.image.build import build_image
 from pytest_adare.image.cache import BUILD_LOCK_TIMEOUT, cached_image, image_dir, images_root
 from pytest_adare.image.manifest import MANIFEST_NAME, ImageManifest
 from pytest_adare.image.recipe import DEFAULT_MIRROR, Recipe, debian_recipe

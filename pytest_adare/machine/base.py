@@ -22,7 +22,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
-from pytest_adare.errors import AdareError
+from pytest_adare.errors import InfrastructureError
 from pytest_adare.lan.port import LanPort
 from pytest_adare.machine.results import (
     DiskExport,
@@ -56,7 +56,7 @@ class Capability(enum.Enum):
     KEEP = "keeping the disk after the run (--adare-keep)"
 
 
-class UnsupportedFeature(AdareError):
+class UnsupportedFeature(InfrastructureError):
     """The machine's backend cannot do what was asked (see :func:`unsupported`)."""
 
     def __init__(self, backend: str, feature: str) -> None:
@@ -65,7 +65,7 @@ class UnsupportedFeature(AdareError):
         self.feature = feature
 
 
-class MachineCommandError(AdareError):
+class MachineCommandError(InfrastructureError):
     """The hypervisor refused a command (QMP's error answer, a libvirt error): ``command``
     is what was sent, ``reply`` what came back."""
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, get_args
 
+from pytest_adare.errors import InfrastructureError
+
 DumpFormat = Literal["elf", "kdump-zlib", "kdump-lzo", "kdump-snappy", "win-dmp"]
 DUMP_FORMATS: tuple[DumpFormat, ...] = get_args(DumpFormat)
 DUMP_TIMEOUT = 600.0
@@ -33,7 +35,7 @@ class MemoryDump:
     seconds: float
 
 
-class MemoryDumpFailed(RuntimeError):
+class MemoryDumpFailed(InfrastructureError, RuntimeError):
     """The hypervisor reported the dump as failed (the message holds its answer)."""
 
 

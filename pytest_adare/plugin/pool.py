@@ -22,37 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_adare.errors import (
-    AdareError,
-    AgentDisconnected,
-    AgentUnreachable,
-    ImageError,
-    ProtocolViolation,
-    QGAError,
-    SnapshotError,
-    VMDied,
-    VMLaunchError,
-    VMTimeout,
-)
+from pytest_adare.errors import AdareError, ImageError, InfrastructureError
 from pytest_adare.plugin.options import VMRequest
 from pytest_adare.vm_options import READY_TAG, VMOptions
 
 if TYPE_CHECKING:  # the VM layer (QEMU, PIL, websockets) loads only when a test needs it
     from pytest_adare.image.manifest import ImageManifest
     from pytest_adare.vm import VM
-
-INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
-    VMLaunchError,
-    VMTimeout,
-    VMDied,
-    QGAError,
-    AgentUnreachable,
-    AgentDisconnected,
-    ProtocolViolation,
-    ImageError,
-    SnapshotError,
-)
-"""Errors that mean the VM or its agent broke, not that the test's assertion failed."""
 
 Progress = Callable[[str], None]
 VMFactoryFunc = Callable[["ImageManifest", Path, "VMOptions", str], "VM"]
@@ -66,7 +42,7 @@ def _new_vm(manifest: ImageManifest, workdir: Path, options: VMOptions, name: st
     return VM(manifest, workdir, options, name=name)
 
 
-class VMBroken(AdareError):
+class VMBroken(InfrastructureError):
     """A VM configuration failed before; carries the first cause."""
 
     def __init__(self, description: str, first_cause: str):
@@ -89,7 +65,7 @@ def first_line(text: str) -> str:
 
 def is_infrastructure_error(error: BaseException) -> bool:
     """Whether ``error`` means the VM or the agent broke (an ERROR, not a FAILURE)."""
-    return isinstance(error, (*INFRASTRUCTURE_ERRORS, VMBroken))
+    return isinstance(error, InfrastructureError)
 
 
 @dataclass(eq=False)  # identity: two VMs are never "equal"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_adare.errors import VMTimeout
-from pytest_adare.image.build import file_sha256
+from pytest_adare.file_hash import file_sha256
 from pytest_adare.image.cache import cached_builtin_image
 from pytest_adare.image.manifest import ImageManifest, load_manifest
 from pytest_adare.image_check import check_image

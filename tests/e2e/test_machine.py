@@ -20,7 +20,7 @@ import pytest
 from image_under_test import image_under_test
 
 from pytest_adare.errors import VMDied, VMLaunchError
-from pytest_adare.image.build import file_sha256
+from pytest_adare.file_hash import file_sha256
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.qemu.machine import Machine
 from pytest_adare.qemu.qga import QGAClient
