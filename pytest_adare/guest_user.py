@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Generic, Protocol, TypeVar
 
+from adare_guest.tool_names import EXECUTE_SHELL
 from pytest_adare.errors import ToolError
 from pytest_adare.loop_thread import SyncTwin, sync_twin
 
@@ -133,7 +134,7 @@ class AsyncGuestUser(Generic[R]):
             found = await self._shell(shlex.join(argv), timeout=30)
             if found.returncode != 0:
                 raise ToolError(
-                    "execute_shell", f"cannot look up the guest's user {self._name or ''!r}", {}
+                    EXECUTE_SHELL, f"cannot look up the guest's user {self._name or ''!r}", {}
                 )
             self._info = UserInfo.from_json(found.stdout)
         return self._info
@@ -158,7 +159,7 @@ class AsyncGuestUser(Generic[R]):
         options = self._options(info, dict(shell_options))
         started = await self._shell(command, background=True, **options)
         if started.pid is None or started.stdout_path is None:
-            raise ToolError("execute_shell", f"{command!r} did not start in the background", {})
+            raise ToolError(EXECUTE_SHELL, f"{command!r} did not start in the background", {})
         return AsyncUserProgram(self._shell, command, started.pid, started.stdout_path)
 
 

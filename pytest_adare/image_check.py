@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from adare_guest.tool_names import GET_STATUS
 from pytest_adare.agent.install import (
     FW_CFG_CONFIG,
     GuestLayout,
@@ -114,7 +115,7 @@ async def _wait_agent(vm: Machine, token: str, timeout: float) -> dict[str, Any]
             await asyncio.sleep(0.2)
             continue
         try:
-            await client.call("get_status", {}, timeout=30)
+            await client.call(GET_STATUS, {}, timeout=30)
             return client.server_info
         finally:
             await client.close()

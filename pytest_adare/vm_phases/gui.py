@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from adare_guest.tool_names import SCREENSHOT
 from pytest_adare.errors import ToolError, VMTimeout
 from pytest_adare.guest import AsyncGuest, tool_result
 from pytest_adare.qemu.screen import QemuScreen
@@ -35,7 +36,7 @@ async def choose_gui(vm: VMState, guest: AsyncGuest) -> GuiChoice:
     if not vm.manifest.desktop:
         return GuiChoice("host", "auto: the image has no desktop; QEMU's screendump and input")
     try:
-        tool_result("screenshot", await guest.call("screenshot", timeout=PROBE_TIMEOUT))
+        tool_result(SCREENSHOT, await guest.call(SCREENSHOT, timeout=PROBE_TIMEOUT))
     except (ToolError, VMTimeout) as error:
         text = error.message if isinstance(error, ToolError) else str(error)
         why = text.splitlines()[0] if text else type(error).__name__

@@ -20,6 +20,7 @@ import time
 from dataclasses import replace
 from datetime import datetime, timezone
 
+from adare_guest.tool_names import REKEY, SEED_RANDOM
 from pytest_adare.agent.install import uses_initrd_handoff
 from pytest_adare.errors import AdareError
 from pytest_adare.guest import tool_result
@@ -98,11 +99,11 @@ async def _take_over(vm: VMState, saved_token: str) -> None:
     """The ``connect`` phase of a warm start: re-key, reseed, set the clock."""
     t = time.monotonic()
     connection = await connect(vm, saved_token)
-    tool_result("rekey", await connection.call("rekey", {"token": vm.token}, CALL_TIMEOUT))
+    tool_result(REKEY, await connection.call(REKEY, {"token": vm.token}, CALL_TIMEOUT))
     # Every VM loaded from this state has the saved kernel RNG state: reseed it from
     # the host, so two of them do not draw the same "random" numbers.
     seed = base64.b64encode(os.urandom(64)).decode("ascii")
-    seeded = await connection.call("seed_random", {"data": seed}, CALL_TIMEOUT)
+    seeded = await connection.call(SEED_RANDOM, {"data": seed}, CALL_TIMEOUT)
     reseeded = (
         "RNG reseeded" if seeded.get("status") == "success"
         else f"RNG not reseeded ({str(seeded.get('error'))[:100]})"

@@ -10,8 +10,10 @@ from adare_guest.config import AgentConfig
 from adare_guest.server import AdareVMServer
 
 REPO = Path(__file__).resolve().parents[2]
-HOST_CALLERS = ("pytest_adare/guest.py", "pytest_adare/agent", "pytest_adare/forensics")
-"""Host code that calls tools by name: it spells them with :mod:`adare_guest.tool_names`."""
+HOST = REPO / "pytest_adare"
+"""Host code calls tools by the names of :mod:`adare_guest.tool_names`, never by literals."""
+NOT_YET = {"pytest_adare/plugin/pool.py"}
+"""Its ``get_status`` literal goes once that module's work in progress has landed."""
 CALLS_BY_NAME = {"call", "_call", "_checked", "ToolError", "admit", "tool_result"}
 
 
@@ -43,9 +45,6 @@ def literal_tool_names(path: Path) -> list[str]:
 
 
 def test_the_host_calls_tools_by_the_shared_names() -> None:
-    files: list[Path] = []
-    for place in HOST_CALLERS:
-        where = REPO / place
-        files += sorted(where.rglob("*.py")) if where.is_dir() else [where]
-    assert len(files) > 10
+    files = [p for p in sorted(HOST.rglob("*.py")) if str(p.relative_to(REPO)) not in NOT_YET]
+    assert len(files) > 50
     assert [hit for path in files for hit in literal_tool_names(path)] == []
