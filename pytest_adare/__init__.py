@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         GuestCommandFailed,
         GuestWaitTimeout,
         ImageError,
+        InfrastructureError,
         ProtocolViolation,
         ToolError,
         VMDied,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from pytest_adare.forensics.entry import SnapshotFormatError
     from pytest_adare.forensics.snapshot import FsSnapshot, SnapshotPages
     from pytest_adare.guest import AsyncGuest, Guest, ShellResult, TestOutcome
+    from pytest_adare.lan.addressing import LanError
     from pytest_adare.launch import launch
     from pytest_adare.plugin.fixtures import VMFactory
     from pytest_adare.screen_match import Box, NeedleError
@@ -50,6 +52,8 @@ _EXPORTS = {
     "GuestCommandFailed": "pytest_adare.errors",
     "GuestWaitTimeout": "pytest_adare.errors",
     "ImageError": "pytest_adare.errors",
+    "InfrastructureError": "pytest_adare.errors",
+    "LanError": "pytest_adare.lan.addressing",
     "ProtocolViolation": "pytest_adare.errors",
     "ToolError": "pytest_adare.errors",
     "VMDied": "pytest_adare.errors",
@@ -87,6 +91,8 @@ __all__ = [
     "GuestTestWarning",
     "GuestWaitTimeout",
     "ImageError",
+    "InfrastructureError",
+    "LanError",
     "NeedleError",
     "ProtocolViolation",
     "ShellResult",

@@ -278,6 +278,7 @@ class Lan:
         max_bytes: int = CAPTURE_MAX_BYTES,
     ) -> PcapWriter:  # fmt: skip
         """:meth:`capture` without the block: stop it with :meth:`stop_capture`."""
+        # Deferred: the machine layer is loaded only once a LAN captures.
         from pytest_adare.machine.base import unsupported
 
         if self._forwarder is None:

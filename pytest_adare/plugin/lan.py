@@ -49,6 +49,7 @@ class LanFactory:
         self._captures: list[tuple[Lan, PcapWriter]] = []
 
     def __call__(self, subnet: str = DEFAULT_SUBNET, *, internet: bool = False) -> Lan:
+        # Deferred: the LAN (VMs, QEMU) loads when a test first asks for one.
         from pytest_adare.lan.segment import Lan
 
         options = adare_options(self._request.config)
