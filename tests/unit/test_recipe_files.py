@@ -16,6 +16,7 @@ from pytest_adare.image.recipe_build import extended_recipe, flattened
 from pytest_adare.image.recipe_file import load_recipe
 from pytest_adare.image.resolve import bare_disk_manifest, resolve_image
 from pytest_adare.image_cli import main
+from pytest_adare.image_provision import PACKAGE_MANAGERS, trace_removal
 
 FM_DESKTOP = """\
 base = "debian-desktop"
@@ -218,3 +219,29 @@ def test_the_one_line_form_and_bad_names_on_the_command_line(
     out = capsys.readouterr().out
     assert "not rebuilt" in out and str(manifest) in out
     assert load_manifest(manifest).path == manifest
+
+
+@pytest.mark.parametrize(
+    ("manager", "output", "package"),
+    [
+        ("apt-get", "E: Unable to locate package pcmanfn", "pcmanfn"),
+        ("dnf", "No match for argument: pcmanfn", "pcmanfn"),
+        ("zypper", "No provider of 'pcmanfn' found.", "pcmanfn"),
+        ("pacman", "error: target not found: pcmanfn", "pcmanfn"),
+    ],
+)
+def test_each_package_manager_names_the_unknown_package(
+    manager: str, output: str, package: str
+) -> None:
+    pm = next(pm for pm in PACKAGE_MANAGERS if pm.name == manager)
+    found = pm.unknown.search(output)
+    assert found is not None and (found.group(1) or found.group(2)) == package
+
+
+def test_the_build_leaves_no_agent_history_journal_or_caches_and_powers_off() -> None:
+    apt = next(pm for pm in PACKAGE_MANAGERS if pm.name == "apt-get")
+    script = trace_removal("/var/lib/adare run", apt)
+    for removed in ("rm -rf '/var/lib/adare run'", "/root/.bash_history", "/var/log/journal/*",
+                    "apt-get clean", "cloud-init clean --logs"):  # fmt: skip
+        assert removed in script
+    assert script.index("sync") < script.index("poweroff") and script.startswith("sleep")
