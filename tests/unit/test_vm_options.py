@@ -31,7 +31,7 @@ def test_every_exposed_field_has_a_flag_or_a_marker_key() -> None:
     assert flags == {o.field for o in option_fields() if o.exposed("cli")}
     markers = {o.name for o in option_fields() if o.exposed("marker")}
     assert markers <= set(MARKER_KEYS)
-    assert set(MARKER_KEYS) - markers == {"image", "os", "isolation"}
+    assert set(MARKER_KEYS) - markers == {"image", "images", "os", "isolation"}
 
 
 def test_a_hypervisor_defaults_the_transport_to_serial_and_serial_to_no_network() -> None:
