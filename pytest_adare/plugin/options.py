@@ -122,7 +122,8 @@ def vm_option_spec(option: OptionField) -> OptionSpec:
 def _image_spec(value: str, source: str, base: Path) -> str:
     """Paths are taken relative to where they were given; built-in names stay names."""
     candidate = base / value
-    if "/" in value or value.endswith((".json", ".qcow2", ".img", ".raw")) or candidate.exists():
+    suffixes = (".json", ".qcow2", ".img", ".raw", ".toml")
+    if "/" in value or value.endswith(suffixes) or candidate.exists():
         return str(candidate.resolve())
     return value
 
@@ -130,14 +131,17 @@ def _image_spec(value: str, source: str, base: Path) -> str:
 PLUGIN_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "vm",
-        "guest image: an adare-image.json manifest, its directory, a disk image, or a built-in "
-        "name (debian, debian-desktop; built on first use and cached). Given several "
+        "guest image: an adare-image.json manifest, its directory, a disk image, a recipe "
+        "(.toml), or a built-in name (debian, debian-desktop); recipes and built-in images "
+        "are built on first use and cached. Given several "
         "times (ini: one per line), every VM test runs once per image, its short name in "
         "the test id. Without it, tests that need a VM are skipped.",
         metavar="IMAGE", read=_image_spec, multiple=True, dest="images",
         doc_values="a manifest `adare-image.json`, its directory, a disk (qcow2, raw, vmdk, "
-        "vdi, vhdx, vpc), or `debian` / `debian-desktop`; several: a matrix, every VM test "
-        "once per image ([matrix](matrix.md))",
+        "vdi, vhdx, vpc), a recipe `.toml` "
+        "([images](images.md#recipes-your-software-in-the-guest)), or `debian` / "
+        "`debian-desktop`; several: a matrix, every VM test once per image "
+        "([matrix](matrix.md))",
         doc_default="none: VM tests skip",
     ),
     OptionSpec(

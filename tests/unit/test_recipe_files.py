@@ -17,6 +17,7 @@ from pytest_adare.image.recipe_file import load_recipe
 from pytest_adare.image.resolve import bare_disk_manifest, resolve_image
 from pytest_adare.image_cli import main
 from pytest_adare.image_provision import PACKAGE_MANAGERS, trace_removal
+from pytest_adare.plugin.options import _image_spec
 
 FM_DESKTOP = """\
 base = "debian-desktop"
@@ -245,3 +246,8 @@ def test_the_build_leaves_no_agent_history_journal_or_caches_and_powers_off() ->
                     "apt-get clean", "cloud-init clean --logs"):  # fmt: skip
         assert removed in script
     assert script.index("sync") < script.index("poweroff") and script.startswith("sleep")
+
+
+def test_a_recipe_given_to_the_plugin_is_a_path_even_before_it_exists(tmp_path: Path) -> None:
+    assert _image_spec("fm.toml", "command line", tmp_path) == str(tmp_path / "fm.toml")
+    assert _image_spec("debian-desktop", "command line", tmp_path) == "debian-desktop"
