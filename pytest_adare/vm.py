@@ -291,7 +291,14 @@ class VM(VMState, SyncTwin[AsyncVM]):
     _start = sync_twin(AsyncVM.start)
 
     def start(self, progress: Progress | None = None) -> VM:
-        """The sync twin of :meth:`AsyncVM.start` that returns the VM (for ``with``)."""
+        """Boot, get the agent running, connect (:meth:`AsyncVM.start`); returns the VM,
+        so ``vm = VM(...).start()`` and ``with VM(...) as vm:`` read naturally.
+
+        :raise VMLaunchError: QEMU could not start.
+        :raise VMTimeout: the guest or its agent did not come up in time.
+        :raise VMDied: QEMU exited or the guest stopped while starting.
+        :raise AgentUnreachable: the agent could not be connected (the message says why).
+        """
         self._start(progress)
         return self
 
