@@ -3,7 +3,6 @@ real agent on localhost (as root, as in a guest: it switches to the user it is a
 
 from __future__ import annotations
 
-import os
 import pwd
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -20,7 +19,6 @@ from pytest_adare.guest_user import AsyncGuestUser
 from pytest_adare.loop_thread import shared_loop
 
 TOKEN = "user-test-token"
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 
 CHECKS = '''
 from adare_guest.testfunctions import TestContext, testfunction
