@@ -29,7 +29,7 @@ from PIL import Image
 
 from pytest_adare import launch
 from pytest_adare.guest import Guest
-from pytest_adare.screen_text import TextNotFound, find_text, ocr_lines, variant_images
+from pytest_adare.screen.text import TextNotFound, find_text, ocr_lines, variant_images
 
 
 def stats(values: list[float]) -> dict[str, float]:

@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from pytest_adare import launch
-from pytest_adare.screen_text import TextNotFound
+from pytest_adare.screen.text import TextNotFound
 
 
 def stats(values: list[float]) -> dict[str, float]:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from pytest_adare.lan.addressing import LanError
     from pytest_adare.launch import launch
     from pytest_adare.plugin.fixtures import VMFactory
-    from pytest_adare.screen_match import Box, NeedleError
+    from pytest_adare.screen.match import Box, NeedleError
     from pytest_adare.vm import VM
 
 _EXPORTS = {
@@ -69,8 +69,8 @@ _EXPORTS = {
     "SnapshotPages": "pytest_adare.forensics.snapshot",
     "SnapshotFormatError": "pytest_adare.forensics.entry",
     "FsDiff": "pytest_adare.forensics.diff",
-    "Box": "pytest_adare.screen_match",
-    "NeedleError": "pytest_adare.screen_match",
+    "Box": "pytest_adare.screen.match",
+    "NeedleError": "pytest_adare.screen.match",
     "VMFactory": "pytest_adare.plugin.fixtures",
     "assert_outcome": "pytest_adare.agent.testfunction_upload",
     "GuestTestWarning": "pytest_adare.agent.testfunction_upload",

@@ -69,7 +69,7 @@ from pytest_adare.guest_waits import (
     windows_from_result,
 )
 from pytest_adare.loop_thread import SyncTwin, shared_loop, sync_context_twin, sync_twin
-from pytest_adare.screen_match import (
+from pytest_adare.screen.match import (
     Box,
     Region,
     Template,
@@ -77,7 +77,7 @@ from pytest_adare.screen_match import (
     wait_for_image,
     wait_for_image_gone,
 )
-from pytest_adare.screen_text import (
+from pytest_adare.screen.text import (
     Pattern,
     TextMatch,
     TextQuery,
@@ -542,9 +542,9 @@ class AsyncGuest:
         """Take screenshots until ``template`` shows; its :class:`Box` on the screen.
 
         ``template``: an image, a PNG path (with its needle sidecar, if any) or a
-        :class:`~pytest_adare.screen_match.Needle`; ``threshold`` defaults to the
+        :class:`~pytest_adare.screen.match.Needle`; ``threshold`` defaults to the
         needle's, else 0.9. GUI events of the agent wake the matcher early (see
-        :mod:`pytest_adare.screen_match`). ``index`` picks the n-th match in reading
+        :mod:`pytest_adare.screen.match`). ``index`` picks the n-th match in reading
         order, ``near=(x, y)`` the closest one; ``gone=True`` waits until the template
         is no longer on the screen (returns None).
 
@@ -585,7 +585,7 @@ class AsyncGuest:
 
     async def screen_text(self, region: Region | None = None) -> str:
         """The text read on the screen (or in ``region`` = x, y, width, height) by OCR on
-        the host (see :mod:`pytest_adare.screen_text`).
+        the host (see :mod:`pytest_adare.screen.text`).
 
         :raise OcrUnavailable: tesserocr or tesseract's English data is missing.
         """

@@ -23,7 +23,7 @@ from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.errors import CommandFailed, CommandSucceeded, GuestWaitTimeout
 from pytest_adare.guest import AsyncGuest, Guest
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.screen_text import TextNotFound, TextStillShown
+from pytest_adare.screen.text import TextNotFound, TextStillShown
 
 pytestmark = pytest.mark.gui
 

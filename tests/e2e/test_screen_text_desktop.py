@@ -25,8 +25,8 @@ from adare_guest.config import DEFAULT_PORT
 from pytest_adare import launch
 from pytest_adare.errors import AdareError
 from pytest_adare.guest import Guest
-from pytest_adare.screen_match import TemplateMatcher
-from pytest_adare.screen_text import TextNotFound
+from pytest_adare.screen.match import TemplateMatcher
+from pytest_adare.screen.text import TextNotFound
 from pytest_adare.vm import VM
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

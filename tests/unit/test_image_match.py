@@ -10,9 +10,9 @@ import pytest
 from PIL import Image
 
 from adare_guest.protocol import Event, EventType
-from pytest_adare import screen_wait
 from pytest_adare.guest import EventHub
-from pytest_adare.screen_match import Box, ImageNotFound, find, wait_for_image
+from pytest_adare.screen import wait as screen_wait
+from pytest_adare.screen.match import Box, ImageNotFound, find, wait_for_image
 
 
 def noise_screen(seed: int, width: int = 1024, height: int = 768) -> Image.Image:

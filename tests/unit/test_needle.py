@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from pytest_adare.screen_match import Needle, NeedleError, TemplateMatcher, find
+from pytest_adare.screen.match import Needle, NeedleError, TemplateMatcher, find
 
 CLOCK_FONT = ImageFont.load_default(size=22)
 

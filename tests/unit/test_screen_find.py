@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from pytest_adare.screen_match import TemplateMatcher
-from pytest_adare.screen_text import OcrLine, OcrWord, TextQuery, find_in_lines, fuzzy_spans
-from pytest_adare.screen_wait import pick
+from pytest_adare.screen.match import TemplateMatcher
+from pytest_adare.screen.text import OcrLine, OcrWord, TextQuery, find_in_lines, fuzzy_spans
+from pytest_adare.screen.wait import pick
 
 
 def line(text: str, x: int, y: int) -> OcrLine:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
-from pytest_adare import screen_match
+from pytest_adare.screen import match as screen_match
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,7 +33,7 @@ def no_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_importing_screen_match_and_the_guest_facade_loads_no_numpy() -> None:
     probe = (
-        "import sys, pytest_adare.screen_match, pytest_adare.guest\n"
+        "import sys, pytest_adare.screen.match, pytest_adare.guest\n"
         "print('numpy' in sys.modules)"
     )
     result = subprocess.run(

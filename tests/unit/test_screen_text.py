@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from pytest_adare import screen_text
-from pytest_adare.screen_text import (
+from pytest_adare.screen import text as screen_text
+from pytest_adare.screen.text import (
     OcrLine,
     OcrUnavailable,
     OcrWord,
