@@ -21,7 +21,6 @@ import datetime as dt
 import os
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -201,6 +200,7 @@ def _keeper(args: argparse.Namespace, progress_fd: int) -> int:
     os.dup2(progress_fd, 1)
     os.dup2(progress_fd, 2)
     # Deferred: booting needs the whole runtime; list/shell/stop need none of it.
+    from pytest_adare.interactive.keeper import announce, serve_until_idle
     from pytest_adare.interactive.reach import register
     from pytest_adare.launch import launch
 
@@ -214,18 +214,8 @@ def _keeper(args: argparse.Namespace, progress_fd: int) -> int:
             on_stop=stop.set,
         )
         try:
-            os.write(1, f"READY {registration.name}\n".encode())
-            log = registry.registry_dir() / f"{registration.name}.log"
-            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            for target in (1, 2):
-                os.dup2(fd, target)
-            os.close(progress_fd)
-            idle = args.idle_stop * 60
-            server = registration.server
-            while not stop.wait(1.0):
-                if server.sessions == 0 and time.monotonic() - server.last_active > idle:
-                    print(f"idle for {args.idle_stop:g} min: stopping", flush=True)
-                    break
+            announce(registration.name, progress_fd)
+            serve_until_idle(registration, stop, args.idle_stop)
         finally:
             registration.close()
     with contextlib.suppress(OSError):

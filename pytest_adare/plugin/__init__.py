@@ -32,6 +32,7 @@ pytest_plugins = [
     "pytest_adare.plugin.image_facts",
     "pytest_adare.plugin.matrix_summary",
     "pytest_adare.plugin.pause",
+    "pytest_adare.plugin.keep_running",
 ]
 
 __all__ = ["adare_options"]

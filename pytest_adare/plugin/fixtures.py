@@ -88,7 +88,10 @@ class ProgressPrinter:
 
 def _keep_decision(config: pytest.Config) -> Callable[[PooledVM], bool]:
     mode = adare_options(config).keep
-    return lambda pooled: mode == "always" or (mode == "on-failure" and bool(pooled.failed_tests))
+    # A failing test handed to a keeper (plugin/keep_running.py) needs no kept disk.
+    return lambda pooled: mode == "always" or (
+        mode == "on-failure" and bool(set(pooled.failed_tests) - set(pooled.kept_running))
+    )
 
 
 @pytest.fixture(scope="session")

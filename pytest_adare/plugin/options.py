@@ -119,6 +119,13 @@ def vm_option_spec(option: OptionField) -> OptionSpec:
     )
 
 
+def _positive_minutes(value: object) -> float:
+    minutes = float(str(value))
+    if not minutes > 0:
+        raise ValueError(f"minutes must be positive, got {value}")
+    return minutes
+
+
 def _image_spec(value: str, source: str, base: Path) -> str:
     """Paths are taken relative to where they were given; built-in names stay names."""
     candidate = base / value
@@ -160,9 +167,17 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "keep",
-        "keep a VM's disk overlay for a look afterwards, and print how to boot it again "
-        "(default: never)",
+        "keep VMs for a look afterwards: a failing test's VMs keep running after pytest "
+        "(adare-vm shell NAME), and always also keeps every VM's disk overlay with how to "
+        "boot it again (default: never)",
         KEEP_MODES, doc_default="`never`",
+    ),
+    OptionSpec(
+        "keep_idle",
+        "minutes a failing test's VM kept running by --adare-keep may go unused (no "
+        "adare-vm shell open) before its keeper stops it (default: 30)",
+        metavar="MINUTES", read=lambda raw, source, base: _usage(_positive_minutes, raw, source),
+        doc_values="minutes", doc_default="`30`",
     ),
     OptionSpec(
         "pause_on_fail",
@@ -282,6 +297,7 @@ class AdareOptions:
     isolation: str = "snapshot"
     artifacts: Path | None = None
     keep: str = "never"
+    keep_idle: float = 30.0
     pause_on_fail: bool = False
     hypervisors: tuple[str, ...] = ()
     hypervisor_limit: int | None = None

@@ -84,6 +84,9 @@ class PooledVM:
     """The last test ended with an infrastructure error: the agent or the connection may
     be broken even though the machine still runs, so it is never trusted as is."""
     failed_tests: list[str] = field(default_factory=list)
+    kept_running: list[str] = field(default_factory=list)
+    """The failing tests whose state a keeper runs on (``--adare-keep``): their VM needs
+    no disk kept for them."""
     last_clean_state: str = ""
 
 

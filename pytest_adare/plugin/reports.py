@@ -254,6 +254,6 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     hints = _keep_hints(config)
     if hints:
-        terminalreporter.write_sep("-", "adare: kept VM disks")
+        terminalreporter.write_sep("-", "adare: kept VMs")
         for hint in hints:
             terminalreporter.write_line(hint)

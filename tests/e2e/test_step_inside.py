@@ -5,8 +5,9 @@
 NAME -- CMD`` from a second terminal, a second local user who can neither list nor
 enter, exit, no QEMU left. A pytest run with ``--adare-pause-on-fail`` whose test fails:
 ``adare-vm shell NAME -- cat FILE`` reads what the test wrote, Enter lets pytest finish
-with ``1 failed``. A kept VM is listed, entered and stopped. The boots after the first
-are warm starts (~2 s).
+with ``1 failed``; ``guest.breakpoint()`` pauses a passing test the same way. A kept VM
+is listed, entered and stopped, and so is a failing test's VM that ``--adare-keep=on-failure``
+handed to a keeper, after pytest exited. The boots after the first are warm starts (~2 s).
 """
 
 from __future__ import annotations
@@ -195,4 +196,65 @@ def test_a_kept_vm_is_listed_entered_and_stopped(image: str) -> None:
     deadline = time.monotonic() + WAIT
     while name in adare_vm("list").stdout and time.monotonic() < deadline:
         time.sleep(0.5)
+    assert name not in adare_vm("list").stdout
+
+
+BREAKPOINT_TEST = """
+def test_pauses_here(guest):
+    guest.shell("echo before-the-breakpoint > /root/bp")
+    guest.breakpoint()
+    assert guest.shell("cat /root/bp").stdout == "before-the-breakpoint\\n"
+"""
+
+
+def test_guest_breakpoint_pauses_the_test_and_enter_goes_on(image: str, tmp_path: Path) -> None:
+    (tmp_path / "test_bp.py").write_text(BREAKPOINT_TEST)
+    run = PtyProcess(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_bp.py",
+         f"--adare-vm={image}", "-q"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    name = run.expect(rb"adare-vm shell (test_pauses_here-vm\d+)", BOOT_WAIT).group(1).decode()
+    run.expect(rb"guest.breakpoint\(\)")
+    read = adare_vm("shell", name, "--", "cat", "/root/bp")
+    assert (read.returncode, read.stdout) == (0, "before-the-breakpoint\n")
+    run.type(b"\n")
+    run.expect(rb"1 passed", WAIT)
+    assert run.wait() == 0
+    assert name not in adare_vm("list").stdout
+
+
+def keeper_pid(owner: str) -> int:
+    found = re.search(r"keeper pid (\d+)", owner)
+    assert found, owner
+    return int(found.group(1))
+
+
+def test_keep_on_failure_leaves_the_failing_state_running_after_pytest(
+    image: str, tmp_path: Path
+) -> None:
+    (tmp_path / "test_fails.py").write_text(FAILING_TEST)
+    pytest_run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_fails.py",
+         f"--adare-vm={image}", "--adare-keep=on-failure", "--adare-keep-idle=10", "-q"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=BOOT_WAIT + WAIT,
+    )  # fmt: skip
+    assert pytest_run.returncode == 1, pytest_run.stdout[-3000:]
+    found = re.search(r"kept running: .* adare-vm shell (\S+) .*10 min unused", pytest_run.stdout)
+    assert found, pytest_run.stdout[-3000:]
+    name = found.group(1)
+    assert "boot it again" not in pytest_run.stdout  # the VM runs: no QEMU line to retype
+    entry = registry.find(name)  # pytest has exited; the keeper holds it
+    keeper = keeper_pid(entry.owner)
+    assert name in adare_vm("list").stdout
+    read = adare_vm("shell", name, "--", "cat", "/root/evidence")
+    assert (read.returncode, read.stdout) == (0, "left-by-the-test\n")
+    qemu = qemu_children_of(keeper)
+    assert len(qemu) == 1
+    assert adare_vm("stop", name).returncode == 0
+    deadline = time.monotonic() + WAIT
+    while registry.owner_alive(keeper) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not registry.owner_alive(keeper), "the keeper ended"
+    assert not registry.owner_alive(qemu[0]), "and its QEMU with it"
     assert name not in adare_vm("list").stdout

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_adare.interactive.cli import main as adare_vm_main
+
 pytestmark = pytest.mark.e2e
 
 INNER_TIMEOUT = 600
@@ -109,11 +111,17 @@ def test_one_session_isolation_evidence_and_errors(
     assert (evidence / "console.log").stat().st_size > 0
     result.stdout.fnmatch_lines(
         [
-            "*adare: kept VM disks*",
+            "*adare: kept VMs*",
+            "kept running: * after *test_5_assertion_fails failed: adare-vm shell *",
             "kept the disk of *",
             "*boot it again: qemu-system-x86_64 * -loadvm adare-ready",
         ]
     )
+    # test_5 failed: a keeper runs its VM on; test_6 broke the VM: only its disk is kept.
+    running = [line.split("adare-vm shell ")[1].split()[0] for line in result.outlines
+               if line.startswith("kept running:")]  # fmt: skip
+    assert len(running) == 1
+    assert adare_vm_main(["stop", running[0]]) == 0
     kept = [line.rsplit(": ", 1)[1] for line in result.outlines if line.startswith("kept the")]
     assert len(kept) == 1 and Path(kept[0]).is_file()
     shutil.rmtree(Path(kept[0]).parent)
