@@ -1,12 +1,15 @@
-"""The adare paper's Trash experiment: a file deleted through a real file manager's GUI.
+"""The adare paper's experiments: a file deleted, and a file opened, through a real GUI.
 
 The image is the built-in desktop extended by a recipe (``fm_desktop/fm-desktop.toml``:
-pcmanfm and a document in the user's Documents), built on first use and cached. The
-user deletes the document with the file manager's context menu; the freedesktop Trash
-must then hold it and a ``.trashinfo`` whose DeletionDate is the guest's clock (±5 s).
+pcmanfm, mousepad and a document in the user's Documents), built on first use and
+cached. The user deletes the document with the file manager's context menu: the
+freedesktop Trash must then hold it and a ``.trashinfo`` whose DeletionDate is the
+guest's clock (±5 s). Or opens it with a double click: the editor shows it and
+``recently-used.xbel`` records it.
 """
 
-from datetime import datetime, timedelta
+import re
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -57,5 +60,34 @@ def test_a_file_deleted_in_the_file_manager_lands_in_the_trash(
         abs(deletion - deleted_at) <= timedelta(seconds=5),
         "DeletionDate is the guest's clock ±5 s",
         f"DeletionDate={stamp}, guest clock {deleted_at.isoformat()}",
+    )
+    manager.stop()
+
+
+@pytest.mark.adare_vm(image=str(RECIPE), gui=True)
+def test_a_file_opened_in_the_file_manager_is_recently_used(
+    guest: Guest, adare_checks: SoftChecks
+) -> None:
+    user = guest.user
+    recent = f"{user.home}/.local/share/recently-used.xbel"
+    manager = user.start(f"pcmanfm {user.documents}")
+    guest.wait_for_window("Documents", timeout=60)
+    guest.click_text("report.txt", timeout=60, clicks=2)
+    guest.wait_for_window("report.txt", timeout=60)  # the editor's title names the file
+    opened_at = guest.now()
+    guest.wait_until_succeeds(f"grep -q Documents/report.txt {recent}", timeout=30)
+
+    xbel = guest.succeed(f"cat {recent}")
+    entry = re.search(r'<bookmark href="file://[^"]*/Documents/report\.txt"[^>]*>', xbel)
+    assert entry is not None, xbel
+    adare_checks.check("mousepad" in xbel.lower(), "the editor is named as the application")
+    added = re.search(r'added="([^"]+)"', entry.group(0))
+    assert added is not None, entry.group(0)
+    # recently-used.xbel holds UTC with a Z; the guest's clock is compared in UTC.
+    when = datetime.fromisoformat(added.group(1).replace("Z", "+00:00"))
+    adare_checks.check(
+        abs(when - opened_at.astimezone(timezone.utc)) <= timedelta(seconds=5),
+        "added is the guest's clock ±5 s",
+        f"added={added.group(1)}, guest clock {opened_at.isoformat()}",
     )
     manager.stop()
