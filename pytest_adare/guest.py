@@ -736,14 +736,27 @@ class AsyncGuest:
         pages = SnapshotPages(root)
         tool = GET_FILESYSTEM_SNAPSHOT
         ask = {**params, "format": "lines"}
-        while True:
-            result = tool_result(tool, await self.on_home_loop(self._connection.call(tool, ask)))
-            cursor = pages.add(result)
-            if cursor is None:
-                return pages.snapshot(os=self.server_info.get("platform"))
-            ask = {"format": "lines", "cursor": cursor}
-            if timeout is not None:
-                ask["timeout"] = timeout
+        page = asyncio.ensure_future(self.on_home_loop(self._connection.call(tool, ask)))
+        try:
+            while True:
+                result = tool_result(tool, await page)
+                # Ask for the next page before reading this one: the agent lists it
+                # while the host parses (one page ahead, never more).
+                cursor = result.get("cursor")
+                if isinstance(cursor, str):
+                    ask = {"format": "lines", "cursor": cursor}
+                    if timeout is not None:
+                        ask["timeout"] = timeout
+                    page = asyncio.ensure_future(
+                        self.on_home_loop(self._connection.call(tool, ask))
+                    )
+                if pages.add(result) is None:
+                    return pages.snapshot(os=self.server_info.get("platform"))
+        finally:
+            if not page.done():
+                page.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await page
 
     @contextlib.asynccontextmanager
     async def watch_fs(

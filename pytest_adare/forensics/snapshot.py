@@ -238,10 +238,9 @@ class SnapshotPages:
         if cursor is not None and not isinstance(cursor, str):
             raise SnapshotFormatError(f"page cursor is not a string: {cursor!r}")
         before = len(self.entries)
-        added = 0
-        for path, entry in entries_from_records(records):
-            self.entries[path] = entry
-            added += 1
+        pairs = list(entries_from_records(records))
+        self.entries.update(pairs)
+        added = len(pairs)
         if added != result.get("entries", added) or len(self.entries) - before != added:
             raise SnapshotFormatError(
                 f"page announces {result.get('entries')!r} entries, holds {added} "
