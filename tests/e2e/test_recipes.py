@@ -48,7 +48,7 @@ def test_the_file_manager_recipe_is_reused_from_the_cache_with_one_line() -> Non
     assert time.monotonic() - began < 5
     assert len(lines) == 1 and "is cached at" in lines[0] and "not rebuilt" in lines[0]
     assert manifest.user == "user" and manifest.steps is not None
-    assert manifest.steps["install"] == ["pcmanfm"]
+    assert manifest.steps["install"] == ["pcmanfm", "mousepad"]
     assert manifest.steps["files"][0]["dest"] == "/home/user/Documents/report.txt"
 
 
@@ -64,7 +64,7 @@ def test_a_recipe_on_the_built_in_desktop_installs_a_real_file_manager() -> None
         assert "bookworm" in guest.succeed("cat /etc/apt/sources.list")
         assert guest.succeed(LEFT_BY_APT) == ""
         # The session is the desktop user's, with what a display manager and logind give.
-        owners = guest.succeed("ps -o user=,comm= | grep -E 'openbox|xterm|dbus-daemon'")
+        owners = guest.succeed("ps -e -o user,comm | grep -E 'openbox|xterm|dbus-daemon'")
         assert {line.split()[0] for line in owners.splitlines()} == {"user"}
         assert (guest.user.name, guest.user.uid, guest.user.home) == ("user", 1000, "/home/user")
         assert guest.user.downloads == "/home/user/Downloads"
