@@ -8,7 +8,12 @@ the same run, each figure beside the baseline it is compared to:
 - pull of a 64 MiB file (1 MiB chunks; one at a time and 8 in flight) MB/s beside a
   local ``cat file > /dev/null``;
 - snapshot files/s of ``/usr`` beside ``find /usr -printf ...`` of the same fields;
-- serial round trip (``ping`` and ``get_timestamp``) over a socat pty, when available.
+- serial round trip (``ping`` and ``get_timestamp``) over a socat pty, when available;
+- ``host_client``: the same through the project's own host client (``AsyncGuest``):
+  binary pull and push of 64 MiB beside one sha256 + one copy of the file, the
+  ``fs_snapshot`` of ``/usr`` beside ``find``, the round trip beside a bare WebSocket
+  ping, ``shell("true")`` beside a local spawn;
+- ``serial_throughput``: a pull over the serial link beside the raw pty/socket pair.
 
     python bench/agent.py [--rounds 300] [--no-serial]
 """
@@ -120,6 +125,14 @@ async def _timed(func: Callable[[], Awaitable[Any]], rounds: int) -> list[float]
 
 @contextlib.asynccontextmanager
 async def running_agent(run_dir: Path, serial: str | None) -> AsyncIterator[int]:
+    """The agent's port, once it listens."""
+    async with agent_process(run_dir, serial) as (port, _pid):
+        yield port
+
+
+@contextlib.asynccontextmanager
+async def agent_process(run_dir: Path, serial: str | None) -> AsyncIterator[tuple[int, int]]:
+    """``python -m adare_guest`` on a free port: (port, pid) once it listens."""
     port = _free_port()
     (run_dir / "config.json").write_text(
         json.dumps({"token": TOKEN, "logfile": str(run_dir / "agent.log"), "log_level": "WARNING"})
@@ -138,7 +151,15 @@ async def running_agent(run_dir: Path, serial: str | None) -> AsyncIterator[int]
         argv += ["--serial", serial]
     proc = await asyncio.create_subprocess_exec(*argv, cwd=REPO)
     try:
-        yield port
+        for _ in range(600):
+            try:
+                _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                await writer.wait_closed()
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        yield port, proc.pid
     finally:
         proc.terminate()
         try:
@@ -253,6 +274,166 @@ async def bench_snapshot(client: Client) -> dict[str, Any]:
     }
 
 
+def _hash_and_copy_seconds(source: Path, target: Path) -> float:
+    """The floor of a verified transfer: one sha256 of the file and one copy of it, in
+    1 MiB pieces (what a zero-overhead pull or push must do at least)."""
+    started = time.perf_counter()
+    digest = hashlib.sha256()
+    buffer = bytearray(1 << 20)
+    view = memoryview(buffer)
+    with source.open("rb", buffering=0) as src, target.open("wb", buffering=0) as out:
+        while n := src.readinto(buffer):
+            digest.update(view[:n])
+            out.write(view[:n])
+    elapsed = time.perf_counter() - started
+    target.unlink()
+    return elapsed
+
+
+async def bench_host_client(port: int, workdir: Path, rounds: int) -> dict[str, Any]:
+    """The figures through the project's own host client (``AsyncGuest`` over
+    ``AgentClient``), each beside its floor measured in the same run, three times
+    interleaved (medians): the load of a shared machine hits both alike."""
+    from pytest_adare.agent.websocket_client import AgentClient
+    from pytest_adare.guest import AsyncGuest
+
+    source = workdir / "client.bin"
+    source.write_bytes(os.urandom(64 * 1024 * 1024))
+    mib = source.stat().st_size / 1e6
+    client = await AgentClient.connect("127.0.0.1", port, TOKEN)
+    ws = await _connect(port)
+    try:
+        guest = AsyncGuest(client)
+        pulls, pushes, floors, snaps, finds = [], [], [], [], []
+        for _ in range(3):
+            started = time.perf_counter()
+            await guest.pull(str(source), workdir / "pulled.bin")
+            pulls.append(time.perf_counter() - started)
+            assert (workdir / "pulled.bin").read_bytes() == source.read_bytes()
+            (workdir / "pulled.bin").unlink()
+            started = time.perf_counter()
+            await guest.push(source, str(workdir / "pushed.bin"))
+            pushes.append(time.perf_counter() - started)
+            assert (workdir / "pushed.bin").read_bytes() == source.read_bytes()
+            (workdir / "pushed.bin").unlink()
+            floors.append(_hash_and_copy_seconds(source, workdir / "copy.bin"))
+            started = time.perf_counter()
+            snapshot = await guest.fs_snapshot("/usr", timeout=600)
+            snaps.append(time.perf_counter() - started)
+            finds.append(_find_printf("/usr")[1])
+        for _ in range(20):
+            await guest.call("get_timestamp")
+        tool = await _timed(lambda: guest.call("get_timestamp"), rounds)
+
+        async def ws_ping() -> None:
+            await (await ws.ping())
+
+        bare = await _timed(ws_ping, rounds)
+        shell = await _timed(lambda: guest.shell("true"), max(50, rounds // 3))
+
+        async def local() -> None:
+            await asyncio.to_thread(subprocess.run, ["true"], check=True)
+
+        spawn = await _timed(local, max(50, rounds // 3))
+    finally:
+        await ws.close()
+        await client.close()
+        source.unlink()
+    median = statistics.median
+    return {
+        "pull_64mib_mb_per_s": round(mib / median(pulls), 1),
+        "push_64mib_mb_per_s": round(mib / median(pushes), 1),
+        "floor_sha256_and_copy_mb_per_s": round(mib / median(floors), 1),
+        "snapshot_usr_entries": len(snapshot),
+        "snapshot_usr_s": round(median(snaps), 3),
+        "floor_find_printf_s": round(median(finds), 3),
+        "get_timestamp": _stats_ms(tool),
+        "floor_websocket_ping": _stats_ms(bare),
+        "execute_shell_true": _stats_ms(shell),
+        "floor_local_subprocess_true": _stats_ms(spawn),
+    }
+
+
+async def bench_serial_throughput(workdir: Path) -> dict[str, Any]:
+    """A pull over the serial link (AsyncGuest over the serial client, socat pty) beside
+    the raw pty/socket pair it rides: the same bytes written into the socket and read
+    from the pty, no link layer."""
+    from pytest_adare.agent.serial_client import SerialAgentClient
+    from pytest_adare.guest import AsyncGuest
+
+    if shutil.which("socat") is None:
+        return {"skipped": "socat not installed"}
+    size = 4 * 1024 * 1024
+    source = workdir / "serial.bin"
+    source.write_bytes(os.urandom(size))
+    raw = await _raw_pty_seconds(workdir, size)
+    async with _socat_pty(workdir, "link") as (sock, pty):
+        serial_dir = workdir / "serial-throughput"
+        serial_dir.mkdir()
+        async with running_agent(serial_dir, str(pty)):
+            client = await SerialAgentClient.connect(sock, timeout=30)
+            try:
+                started = time.perf_counter()
+                await AsyncGuest(client).pull(str(source), workdir / "serial-pulled.bin")
+                pulled = time.perf_counter() - started
+            finally:
+                await client.close()
+    assert (workdir / "serial-pulled.bin").read_bytes() == source.read_bytes()
+    return {
+        "pull_4mib_mb_per_s": round(size / 1e6 / pulled, 2),
+        "floor_raw_pty_socket_mb_per_s": round(size / 1e6 / raw, 2),
+    }
+
+
+@contextlib.asynccontextmanager
+async def _socat_pty(workdir: Path, name: str) -> AsyncIterator[tuple[Path, Path]]:
+    sock, pty = workdir / f"{name}.sock", workdir / f"{name}.pty"
+    socat = await asyncio.create_subprocess_exec(
+        "socat", f"UNIX-LISTEN:{sock}", f"PTY,link={pty},raw,echo=0", stderr=subprocess.DEVNULL
+    )
+    try:
+        for _ in range(200):
+            if pty.exists() and sock.exists():
+                break
+            await asyncio.sleep(0.05)
+        yield sock, pty
+    finally:
+        if socat.returncode is None:
+            socat.terminate()
+            await socat.wait()
+
+
+async def _raw_pty_seconds(workdir: Path, size: int) -> float:
+    """Seconds to move ``size`` bytes from the socket end to the pty end of socat."""
+    async with _socat_pty(workdir, "raw") as (sock, pty):
+        reader, writer = await asyncio.open_unix_connection(str(sock))
+        for _ in range(200):  # socat opens the pty once the socket is connected
+            if pty.exists():
+                break
+            await asyncio.sleep(0.05)
+        fd = os.open(pty, os.O_RDWR | os.O_NOCTTY)
+        try:
+            got = 0
+
+            def drain() -> None:
+                nonlocal got
+                while got < size:
+                    got += len(os.read(fd, 1 << 20))
+
+            started = time.perf_counter()
+            pump = asyncio.create_task(asyncio.to_thread(drain))
+            writer.write(os.urandom(size))
+            await writer.drain()
+            await asyncio.wait_for(pump, 120)
+            elapsed = time.perf_counter() - started
+            writer.close()
+            await writer.wait_closed()
+            del reader
+        finally:
+            os.close(fd)
+    return elapsed
+
+
 async def bench_serial(workdir: Path, rounds: int) -> dict[str, Any]:
     try:
         from pytest_adare.agent.serial_client import SerialAgentClient
@@ -305,8 +486,10 @@ async def main(rounds: int, serial: bool) -> dict[str, Any]:
                 report["snapshot"] = await bench_snapshot(client)
             finally:
                 await ws.close()
+            report["host_client"] = await bench_host_client(port, workdir, rounds)
         if serial:
             report["serial"] = await bench_serial(workdir, max(20, rounds // 10))
+            report["serial_throughput"] = await bench_serial_throughput(workdir)
         return report
 
 

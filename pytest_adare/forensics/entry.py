@@ -222,19 +222,23 @@ def _records_by_column(text: str) -> list[tuple[str, Entry]] | None:
         return None
     kinds = list(map(_KIND_BY_LETTER.get, letters, repeat("other")))
     try:
+        modes = [
+            _TYPE_BITS.get(t, 0) | int(p, 8)
+            for t, p in zip(letters, fields[2::RECORD_FIELDS], strict=True)
+        ]
+        mtimes = _column_times(fields[6::RECORD_FIELDS])
+        atimes = _same_as(mtimes, _column_times(fields[7::RECORD_FIELDS]))
+        ctimes = _same_as(mtimes, _column_times(fields[8::RECORD_FIELDS]))
         columns = zip(
             kinds,
             map(int, fields[1::RECORD_FIELDS]),
-            [
-                _TYPE_BITS.get(t, 0) | int(p, 8)
-                for t, p in zip(letters, fields[2::RECORD_FIELDS], strict=True)
-            ],
+            _shared(modes),
             map(int, fields[3::RECORD_FIELDS]),
             map(int, fields[4::RECORD_FIELDS]),
             map(int, fields[5::RECORD_FIELDS]),
-            _column_times(fields[6::RECORD_FIELDS]),
-            _column_times(fields[7::RECORD_FIELDS]),
-            _column_times(fields[8::RECORD_FIELDS]),
+            mtimes,
+            atimes,
+            ctimes,
             repeat(None),
             [None if digest == "-" else digest.lower() for digest in digests],
             [t if k == "symlink" and t else None for k, t in zip(kinds, targets, strict=True)],
@@ -243,6 +247,20 @@ def _records_by_column(text: str) -> list[tuple[str, Entry]] | None:
     except (ValueError, OverflowError):
         return None
     return list(zip(fields[10::RECORD_FIELDS], entries, strict=True))
+
+
+# Memory: a million entries must fit well under 1 GiB on the host (bench/scale.py). An
+# int above 256 or a float is an object of its own (28/24 bytes); the few modes of a
+# tree and a time equal to the entry's mtime are held once instead.
+def _shared(values: list[int]) -> list[int]:
+    """``values`` with equal ones as one object."""
+    seen: dict[int, int] = {}
+    return [seen.setdefault(value, value) for value in values]
+
+
+def _same_as(first: list[float], other: list[float]) -> list[float]:
+    """``other`` with the values equal to ``first``'s (same row) as ``first``'s object."""
+    return [a if a == b else b for a, b in zip(first, other, strict=True)]
 
 
 def _column_times(texts: list[str]) -> list[float]:
