@@ -107,10 +107,14 @@ def write_bundle(
         "files": entries,
         "notes": list(facts.notes),
     }
-    (dest / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-    graph = case.bundle_graph(manifest, tool_version=case.tool_version())
+    text = json.dumps(manifest, indent=1)
+    (dest / MANIFEST_FILE).write_text(text + "\n", encoding="utf-8")
+    # The manifest as the file holds it: what a reader of the bundle sees (tuples in the
+    # VM's options are lists there), so the returned one always equals the file's.
+    written: dict[str, Any] = json.loads(text)
+    graph = case.bundle_graph(written, tool_version=case.tool_version())
     case.write_graph(graph, dest / CASE_FILE)
-    return manifest
+    return written
 
 
 def verify_bundle(dest: Path) -> list[str]:

@@ -81,7 +81,8 @@ def write_sample_bundle(dest: Path) -> dict[str, object]:
         image_name="debian", image_disk_sha256="cd" * 32, qemu_version="7.2.22",
         qemu_argv=["qemu-system-x86_64", "-m", "256"], host_at_pause=MARCH_1 + 5,
         guest_time=MARCH_1, host_at_guest_read=MARCH_1 + 4, quiesced="guest sync",
-        test_id="tests/test_x.py::test_y", vm={"memory_mib": 256}, notes=["a note"],
+        test_id="tests/test_x.py::test_y", vm={"memory_mib": 256, "lan_ports": ()},
+        notes=["a note"],
     )  # fmt: skip
     return write_bundle(
         dest, [("memory", dest / "memory.elf"), ("pcap", dest / "network.pcap")], facts, DIFF
