@@ -18,6 +18,8 @@ Example::
 from __future__ import annotations
 
 import functools
+import getpass
+import grp
 import hashlib
 import json
 import os
@@ -52,13 +54,28 @@ class AccelChoice:
 
 
 def kvm_unusable_reason(device: str = "/dev/kvm") -> str | None:
-    """None when ``device`` opens read-write, else why not."""
+    """None when ``device`` opens read-write, else why not (for a device that exists
+    but is not this user's, also how to get it)."""
     try:
         fd = os.open(device, os.O_RDWR | os.O_CLOEXEC)
+    except PermissionError as exc:
+        return f"{device}: {exc.strerror}; {_kvm_access_fix(device)}"
     except OSError as exc:
         return f"{device}: {exc.strerror or exc}"
     os.close(fd)
     return None
+
+
+def _kvm_access_fix(device: str) -> str:
+    user = getpass.getuser()
+    try:
+        group = grp.getgrgid(os.stat(device).st_gid).gr_name
+    except (OSError, KeyError):
+        group = "kvm"
+    return (
+        f"{user} is not in its group {group}: run sudo usermod -aG {group} {user} and log in "
+        "again (until then guests run under TCG, several times slower)"
+    )
 
 
 def probe_kvm_boot(
