@@ -138,7 +138,11 @@ async def test_output_the_host_does_not_read_stops_the_program(
     connection: CallRouter, tmp_path: Path
 ) -> None:
     progress = tmp_path / "written"
-    script = f"i=0; while :; do head -c 65536 /dev/zero; i=$((i+1)); echo $i > {progress}; done"
+    # The count is renamed into place: a read never sees the file between truncate and write.
+    script = (
+        f"i=0; while :; do head -c 65536 /dev/zero; i=$((i+1)); "
+        f"echo $i > {progress}.new; mv {progress}.new {progress}; done"
+    )
     window = 64 * 1024
     terminal = await RemoteTerminal.open(connection, ["sh", "-c", script], window=window)
     await asyncio.sleep(2.0)  # read nothing
