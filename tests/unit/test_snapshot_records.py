@@ -103,3 +103,29 @@ def test_malformed_pages_are_refused_with_the_field_readers_message(
 ) -> None:
     with pytest.raises(SnapshotFormatError, match=message):
         list(entries_from_records(page))
+
+
+def test_reading_a_page_leaves_the_collector_as_it_found_it() -> None:
+    import gc
+
+    page = "f 5 644 0 0 7 1.500000000 2.000000000 3.000000001 - /a\0\0"
+    assert gc.isenabled()
+    list(entries_from_records(page))
+    with pytest.raises(SnapshotFormatError):
+        list(entries_from_records("f 5 644 0 0 7 1.5x 2.0 3.0 - /p\0\0"))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        list(entries_from_records(page))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_equal_modes_and_times_are_held_once() -> None:
+    page = "".join(
+        f"f 5 644 0 0 {n} 1.500000000 1.500000000 1.500000000 - /f{n}\0\0" for n in range(3)
+    )
+    entries = [entry for _path, entry in entries_from_records(page)]
+    assert len({id(e.mode) for e in entries}) == 1
+    assert all(e.atime is e.mtime and e.ctime is e.mtime for e in entries)
