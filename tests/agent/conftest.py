@@ -22,6 +22,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from adare_guest.config import AgentConfig
 from adare_guest.server import AdareVMServer
+from pytest_adare.loop_thread import shared_loop
 
 # Written out here on purpose (not imported): the test checks the agent against DESIGN §3.
 DESIGN_ENVELOPES = {
@@ -209,6 +210,16 @@ def agent_config(tmp_path: Path) -> AgentConfig:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     return AgentConfig(host="127.0.0.1", port=0, run_dir=run_dir)
+
+
+@pytest.fixture
+def shared_loop_agent(agent_config: AgentConfig) -> Iterator[AdareVMServer]:
+    """An agent (on the test module's ``agent_config``) on the host's shared loop thread,
+    for the synchronous facade."""
+    server = AdareVMServer(agent_config)
+    shared_loop().run(server.start(), timeout=30)
+    yield server
+    shared_loop().run(server.stop(), timeout=30)
 
 
 @pytest_asyncio.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -125,15 +125,6 @@ async def test_wrong_token_is_refused(agent: AdareVMServer) -> None:
     assert agent.listen_address is not None
     with pytest.raises(AgentUnreachable, match="401"):
         await AgentClient.connect("127.0.0.1", agent.listen_address[1], "wrong")
-
-
-@pytest.fixture
-def shared_loop_agent(agent_config: AgentConfig) -> Iterator[AdareVMServer]:
-    """An agent on the host's shared loop thread, for the synchronous facade."""
-    server = AdareVMServer(agent_config)
-    shared_loop().run(server.start(), timeout=30)
-    yield server
-    shared_loop().run(server.stop(), timeout=30)
 
 
 def test_sync_guest_runs_on_the_shared_loop(shared_loop_agent: AdareVMServer) -> None:

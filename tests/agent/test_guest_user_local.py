@@ -4,7 +4,7 @@ real agent on localhost (as root, as in a guest: it switches to the user it is a
 from __future__ import annotations
 
 import pwd
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -80,15 +80,6 @@ async def test_a_named_user_runs_and_starts_programs_as_itself(aguest: AsyncGues
     assert await program.output() == "up\n"
     await program.stop()
     assert not await program.running()
-
-
-@pytest.fixture
-def shared_loop_agent(agent_config: AgentConfig) -> Iterator[AdareVMServer]:
-    """An agent on the host's shared loop thread, for the synchronous facade."""
-    server = AdareVMServer(agent_config)
-    shared_loop().run(server.start(), timeout=30)
-    yield server
-    shared_loop().run(server.stop(), timeout=30)
 
 
 def test_the_sync_user_has_the_same_answers(shared_loop_agent: AdareVMServer) -> None:
