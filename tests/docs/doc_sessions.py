@@ -136,7 +136,13 @@ class ExampleSession:
 
 def user_env() -> dict[str, str]:
     """The environment a user's shell has: this venv first on PATH, no outer pytest state."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    # pytest leaves long assertion reports whole when it sees a CI variable
+    # and truncates them at a terminal; the truncation footer quotes '-vv',
+    # which also changes how the first report line reads ("E   assert ..."
+    # under CI, "E   AssertionError: assert ..." at a terminal). The docs show
+    # the terminal, so the harness runs them the way a terminal does.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PYTEST_") and k not in ("CI", "BUILD_NUMBER")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
 
