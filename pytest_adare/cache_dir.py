@@ -16,6 +16,10 @@ from pathlib import Path
 
 from pytest_adare.errors import ImageError
 
+IMAGE_CACHE_ENV = "ADARE_IMAGE_CACHE"
+"""Names a directory of images several users share (``image.cache``); the plugin's
+``adare_image_cache`` sets it for the session."""
+
 
 def cache_root() -> Path:
     """``$XDG_CACHE_HOME/pytest-adare`` (``~/.cache/pytest-adare`` by default)."""
@@ -24,14 +28,19 @@ def cache_root() -> Path:
 
 
 @contextmanager
-def exclusive_lock(path: Path, timeout: float, what: str) -> Iterator[None]:
+def exclusive_lock(path: Path, timeout: float, what: str, mode: int = 0o644) -> Iterator[None]:
     """Hold an exclusive ``fcntl`` lock on ``path``, waiting at most ``timeout`` seconds.
+
+    ``mode`` is the lock file's (``0o664`` in a cache several users share, so each may
+    open it; applied whatever the umask when this user owns the file).
 
     :raise ImageError: another process held it for longer than ``timeout``.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, mode)
     try:
+        if os.fstat(fd).st_uid == os.geteuid():
+            os.fchmod(fd, mode)
         deadline = time.monotonic() + timeout
         while True:
             try:

@@ -5,6 +5,9 @@ system, lay out the adare init and the baked agent, cut the initrd, make the
 ext4 disk with ``mkfs.ext4 -d`` (no mounting), convert it to qcow2, write the
 manifest. Everything happens in a temporary sibling directory that is renamed
 into place at the end, so a half-built image is never seen at ``out``.
+
+Root builds as root; an ordinary user builds the same image as root of a user
+namespace over their subordinate ids (``image.userns``): no loop device, no mount.
 """
 
 from __future__ import annotations
@@ -29,11 +32,16 @@ from pytest_adare.image.manifest import AgentSpec, ImageManifest, write_manifest
 from pytest_adare.image.recipe import DEFAULT_MIRROR, Recipe, debian_recipe
 from pytest_adare.image.rootfs import (
     bootstrap,
+    depmod,
     install_adare_layout,
+    merge_overlay,
+    remove_rootfs,
     run_logged,
     strip_rootfs,
     take_kernel,
+    tree_size,
 )
+from pytest_adare.image.userns import BuildPrivilege, build_privilege
 
 SERIAL_DEVICE = f"/dev/virtio-ports/{VIRTIO_PORT_NAME}"
 """The agent's serial link in the built-in images: a virtio-serial port (the host also
@@ -45,19 +53,19 @@ _MIN_FREE_MIB = 256
 Progress = Callable[[str], None]
 
 
-def check_host() -> None:
-    """:raise ImageError: not root, or a needed host tool is missing (names apt packages)."""
+def check_host() -> BuildPrivilege:
+    """Who the build's root is (the host's, or a user namespace's for an ordinary user).
+
+    :raise ImageError: a needed host tool is missing (names apt packages), or an ordinary
+        user cannot get a user namespace here (names the fix and the root alternative).
+    """
     missing = [package for tool, package in HOST_TOOLS if shutil.which(tool) is None]
     if missing:
         raise ImageError(
             "building a Debian image needs tools that are not installed; run: "
             f"apt-get install {' '.join(missing)}"
         )
-    if os.geteuid() != 0:
-        raise ImageError(
-            "building a Debian image needs root (mmdebstrap installs packages as root and "
-            "mkfs.ext4 -d keeps file ownership): run adare-image build with sudo"
-        )
+    return build_privilege()
 
 
 class PhaseClock:
@@ -79,37 +87,30 @@ class PhaseClock:
         self.progress(f"[{total:6.1f}s] {name:<10} {took:6.1f} s{suffix}")
 
 
-def _tree_size(root: Path) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            path = Path(dirpath, name)
-            if not path.is_symlink():
-                total += path.stat().st_size
-    return total
-
-
-def make_disk(rootfs: Path, work: Path, out: Path, log: Path) -> None:
-    """ext4 (from ``rootfs``, without mounting) -> qcow2 at ``out``."""
-    used_mib = _tree_size(rootfs) // (1 << 20)
+def make_disk(rootfs: Path, work: Path, out: Path, log: Path, privilege: BuildPrivilege) -> None:
+    """ext4 (from ``rootfs``, without mounting; ``mkfs.ext4`` runs as the build's root,
+    so the files keep root's ownership) -> qcow2 at ``out``."""
+    used_mib = tree_size(rootfs, privilege) // (1 << 20)
     size_mib = max(1024, used_mib * 2 + _MIN_FREE_MIB)
     raw = work / "root.raw"
     with raw.open("wb") as handle:
         handle.truncate(size_mib << 20)
     # Inode tables zeroed now: otherwise the guest kernel's lazy init writes them at boot.
     run_logged(
-        [
-            "mkfs.ext4",
-            "-q",
-            "-F",
-            "-L",
-            "adare-root",
-            "-d",
-            str(rootfs),
-            "-E",
-            "lazy_itable_init=0,lazy_journal_init=0",
-            str(raw),
-        ],
+        privilege.wrap(
+            [
+                "mkfs.ext4",
+                "-q",
+                "-F",
+                "-L",
+                "adare-root",
+                "-d",
+                str(rootfs),
+                "-E",
+                "lazy_itable_init=0,lazy_journal_init=0",
+                str(raw),
+            ]
+        ),
         log,
         "mkfs.ext4",
         timeout=600,
@@ -137,6 +138,14 @@ def recipe_steps(recipe: Recipe) -> dict[str, Any] | None:
     }
 
 
+def readable_by_all(directory: Path) -> None:
+    """Modes that let every user of a shared cache read the image, whatever the umask."""
+    directory.chmod(0o755)
+    for path in directory.iterdir():
+        if path.is_file() and not path.is_symlink():
+            path.chmod(0o644)
+
+
 def _replace_dir(built: Path, out: Path) -> None:
     if out.exists():
         old = out.with_name(f".{out.name}.old-{os.getpid()}")
@@ -157,12 +166,14 @@ def build_image(
     """
     clock = PhaseClock(progress)
     with clock.phase("host", "root, mmdebstrap, mkfs.ext4, qemu-img"):
-        check_host()
+        privilege = check_host()
         bundle = build_agent_bundle(gui=recipe.desktop)
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     work = Path(tempfile.mkdtemp(prefix="adare-image-build-"))
+    # mmdebstrap's unshare-mode root is a subordinate id: it must pass through ``work``.
+    work.chmod(0o711)
     stage.chmod(0o755)
     log = stage / "build.log"
     try:
@@ -173,13 +184,17 @@ def build_image(
             "packages and their dependencies",
         ):
             try:
-                bootstrap(recipe, rootfs, work / "kernel", mirror, log)
+                bootstrap(recipe, rootfs, work / "kernel", mirror, log, privilege)
             except ImageError as exc:
                 cause = build_failure_cause(log.read_text(errors="replace"), recipe, mirror)
                 raise ImageError(f"{cause}\n{exc}" if cause else str(exc)) from exc
         with clock.phase("layout", "busybox init, qemu-ga, baked agent"):
-            install_adare_layout(recipe, rootfs, bundle.path, SERIAL_DEVICE)
-            modules = take_kernel(recipe, work / "kernel", rootfs, stage)
+            overlay = work / "overlay"
+            install_adare_layout(recipe, rootfs, overlay, bundle.path, SERIAL_DEVICE)
+            modules = take_kernel(recipe, work / "kernel", overlay, stage)
+            merge_overlay(overlay, rootfs, log, privilege)
+            if (overlay / "lib/modules").is_dir():
+                depmod(rootfs, modules, log, privilege)
         with clock.phase("initrd"):
             loaded = build_initrd(
                 modules,
@@ -188,9 +203,9 @@ def build_image(
                 recipe.script("initrd-init.sh"),
                 stage / "initrd.gz",
             )
-            strip_rootfs(rootfs)
+            strip_rootfs(rootfs, log, privilege)
         with clock.phase("disk", "mkfs.ext4 -d, qemu-img convert"):
-            make_disk(rootfs, work, stage / "disk.qcow2", log)
+            make_disk(rootfs, work, stage / "disk.qcow2", log, privilege)
         manifest = ImageManifest(
             name=recipe.name,
             disk=stage / "disk.qcow2",
@@ -218,11 +233,13 @@ def build_image(
         write_manifest(manifest, stage)
         with log.open("a") as handle:
             handle.write(f"initrd modules: {' '.join(loaded)}\nphases: {clock.phases}\n")
+        readable_by_all(stage)
         _replace_dir(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
     finally:
+        remove_rootfs(work / "rootfs", privilege)
         shutil.rmtree(work, ignore_errors=True)
     manifest_path = out / "adare-image.json"
     progress(f"[{time.monotonic() - clock.start:6.1f}s] done       manifest {manifest_path}")

@@ -21,11 +21,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from pytest_adare.cache_dir import exclusive_lock
 from pytest_adare.errors import ImageError
 from pytest_adare.file_hash import file_sha256
-from pytest_adare.image.build import build_image
-from pytest_adare.image.cache import BUILD_LOCK_TIMEOUT, cached_image, image_dir, images_root
+from pytest_adare.image.build import build_image, readable_by_all
+from pytest_adare.image.cache import build_lock, cached_image, image_dir, images_root
 from pytest_adare.image.manifest import MANIFEST_NAME, ImageManifest
 from pytest_adare.image.recipe import DEFAULT_MIRROR, Recipe, debian_recipe
 from pytest_adare.image.recipe_file import ImageRecipe, is_recipe, load_recipe
@@ -125,7 +124,7 @@ def recipe_image(
             say(f"image {recipe.name} ({where}) is cached at {target}; not rebuilt")
             return target / MANIFEST_NAME
         if request.force:
-            with exclusive_lock(_lock(target), BUILD_LOCK_TIMEOUT, f"building {recipe.name}"):
+            with build_lock(target, f"building {recipe.name}"):
                 return build_image(built_in, target, mirror=request.mirror, progress=say)
         return cached_image(built_in, mirror=request.mirror, progress=say)
     base = resolve_base(recipe.base)
@@ -139,17 +138,14 @@ def recipe_image(
             f"recipe {where}: its base {recipe.base} is not a built-in image, so building it "
             "boots the base; this entry point cannot boot a VM (use adare-image build)"
         )
+    lock = build_lock(target, f"building {recipe.name}")
     say(f"image {recipe.name} is not cached at {target}; building it over {base.disk}")
-    with exclusive_lock(_lock(target), BUILD_LOCK_TIMEOUT, f"building {recipe.name}"):
+    with lock:
         if manifest.is_file() and not request.force:
             return manifest
         return _build_into(target, lambda stage: booted(
             base, recipe, stage, flatten=request.flatten, progress=say
         ))  # fmt: skip
-
-
-def _lock(target: Path) -> Path:
-    return target.with_name(target.name + ".lock")
 
 
 def _build_into(target: Path, build: Callable[[Path], Path]) -> Path:
@@ -159,6 +155,7 @@ def _build_into(target: Path, build: Callable[[Path], Path]) -> Path:
     stage.chmod(0o755)
     try:
         build(stage)
+        readable_by_all(stage)
         if target.exists():
             old = target.with_name(f".{target.name}.old")
             shutil.rmtree(old, ignore_errors=True)

@@ -3,6 +3,11 @@
 PID 1 is busybox ``init`` with an inittab generated from the recipe: a sysinit
 script (mounts, static network, fw_cfg hand-off), respawned ``qemu-ga``, agent
 and root shell on ``ttyS0``. No systemd: under TCG it costs ~40 s of boot.
+
+The same steps run as root or as an ordinary user (``image.userns``): what this
+process writes goes into an *overlay* tree it owns, and every change to the root file
+system itself is a command run through the build's :data:`BuildPrivilege` (merge the
+overlay, ``depmod``, strip), so the files are root's either way.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from pathlib import Path
 from pytest_adare.errors import ImageError, format_tail
 from pytest_adare.image.initrd import module_load_order
 from pytest_adare.image.recipe import Recipe
+from pytest_adare.image.userns import BuildPrivilege
 
 # Leave out what nobody reads inside a test guest.
 _DPKG_EXCLUDES = (
@@ -101,13 +107,20 @@ def _recipe_hooks(recipe: Recipe, scratch: Path) -> list[str]:
     """Customize hooks for the desktop user, the copied files and the provision steps, in
     that order; each runs in the finished root through ``chroot`` (never on the host)."""
     hooks = []
+    # mmdebstrap's unshare-mode root cannot read the user's private files: copy them
+    # where it can (the same content goes in as root, so root's image is unchanged).
+    sources = scratch / "files"
+    sources.mkdir(exist_ok=True)
     if recipe.user is not None:
         script = scratch / "desktop-user.sh"
         script.write_bytes(recipe.script("desktop-user.sh"))
         hooks.append(f'chroot "$1" /bin/sh -s {shlex.quote(recipe.user)} < {script}')
-    for copy in recipe.files:
+    for number, copy in enumerate(recipe.files):
         dest = shlex.quote(copy.dest.lstrip("/"))
-        hook = f'mkdir -p "$1/$(dirname {dest})" && cp {shlex.quote(str(copy.source))} "$1/"{dest}'
+        source = sources / str(number)
+        shutil.copyfile(copy.source, source)
+        source.chmod(0o644)
+        hook = f'mkdir -p "$1/$(dirname {dest})" && cp {source} "$1/"{dest}'
         if copy.owner is not None:
             hook += f" && chroot \"$1\" chown {shlex.quote(copy.owner)} /{dest}"
         if copy.mode is not None:
@@ -126,9 +139,17 @@ def _recipe_hooks(recipe: Recipe, scratch: Path) -> list[str]:
     return hooks
 
 
-def bootstrap(recipe: Recipe, target: Path, kernel_dir: Path, mirror: str, log: Path) -> None:
-    """Install the recipe's packages into ``target`` with ``mmdebstrap`` (as root), then
-    its desktop user, files and provision steps.
+def bootstrap(
+    recipe: Recipe,
+    target: Path,
+    kernel_dir: Path,
+    mirror: str,
+    log: Path,
+    privilege: BuildPrivilege,
+) -> None:
+    """Install the recipe's packages into ``target`` with ``mmdebstrap`` (as root, or in
+    its ``unshare`` mode for an ordinary user), then its desktop user, files and
+    provision steps.
 
     The kernel's ``/boot`` and ``/lib/modules`` are copied to ``kernel_dir`` and the
     kernel packages are purged from ``target``.
@@ -136,10 +157,11 @@ def bootstrap(recipe: Recipe, target: Path, kernel_dir: Path, mirror: str, log: 
     kernel_dir.mkdir(parents=True)
     scratch = kernel_dir.parent / "hooks"
     scratch.mkdir(exist_ok=True)
+    scratch.chmod(0o755)  # the hooks' root may be a subordinate id: let it read them
     argv = [
         "mmdebstrap",
         "--variant=essential",
-        "--mode=root",
+        f"--mode={privilege.mmdebstrap_mode}",
         "--include=" + ",".join((*recipe.packages, recipe.kernel_package)),
         '--aptopt=Acquire::Retries "3"',
         *(f"--dpkgopt={rule}" for rule in _DPKG_EXCLUDES),
@@ -194,35 +216,49 @@ def _agent_env(recipe: Recipe, serial_device: str) -> str:
     return "".join(f"export {key}='{value}'\n" for key, value in env.items())
 
 
-def install_adare_layout(recipe: Recipe, rootfs: Path, bundle: Path, serial_device: str) -> None:
-    """Put the init, the service scripts and the baked agent into ``rootfs``."""
-    init_dir = rootfs / "adare/init"
+def install_adare_layout(
+    recipe: Recipe, rootfs: Path, overlay: Path, bundle: Path, serial_device: str
+) -> None:
+    """Write the init, the service scripts and the baked agent for ``rootfs`` into
+    ``overlay`` (merged into it by :func:`merge_overlay`)."""
+    init_dir = overlay / "adare/init"
     init_dir.mkdir(parents=True)
-    (rootfs / "adare/agent").mkdir()
-    (rootfs / "adare/run").mkdir()
+    (overlay / "adare/agent").mkdir()
+    (overlay / "adare/run").mkdir()
     for name in recipe.scripts:
         # A flavour's variant of a hook (sysinit-extra-desktop.sh) installs as the hook.
         script = init_dir / name.replace("-desktop", "")
         script.write_bytes(recipe.script(name))
         script.chmod(0o755)
     (init_dir / "agent.env").write_text(_agent_env(recipe, serial_device))
-    shutil.copyfile(bundle, rootfs / "adare/agent/bundle.pyz")
-    (rootfs / "etc/inittab").write_text(inittab(recipe))
-    (rootfs / "etc/hostname").write_text(f"adare-{recipe.name}\n")
-    resolv = rootfs / "etc/resolv.conf"
-    resolv.unlink(missing_ok=True)
-    resolv.symlink_to("/run/resolv.conf")
-    _install_busybox_applets(rootfs)
-    sbin = rootfs / "sbin"
+    shutil.copyfile(bundle, overlay / "adare/agent/bundle.pyz")
+    (overlay / "etc").mkdir()
+    (overlay / "etc/inittab").write_text(inittab(recipe))
+    (overlay / "etc/hostname").write_text(f"adare-{recipe.name}\n")
+    (overlay / "etc/resolv.conf").symlink_to("/run/resolv.conf")  # replaces the file
+    _install_busybox_applets(rootfs, overlay)
+    sbin = overlay / "sbin"
+    sbin.mkdir()
     for name in ("init", *_BUSYBOX_POWER):
-        if not (sbin / name).exists():
+        if not (rootfs / "sbin" / name).exists():
             (sbin / name).symlink_to("/bin/busybox")
-    if not (sbin / "shutdown").exists():
+    if not (rootfs / "sbin/shutdown").exists():
         shutil.copyfile(init_dir / "shutdown.sh", sbin / "shutdown")
         (sbin / "shutdown").chmod(0o755)
 
 
-def _install_busybox_applets(rootfs: Path) -> None:
+def merge_overlay(overlay: Path, rootfs: Path, log: Path, privilege: BuildPrivilege) -> None:
+    """Copy ``overlay`` into ``rootfs`` as root: root owns every file, existing
+    directories keep their modes and ``/sbin`` / ``/lib`` stay the merged-usr symlinks."""
+    script = (
+        'tar -C "$1" --owner=0 --group=0 --numeric-owner -c . '
+        '| tar -C "$2" -x --keep-directory-symlink --no-overwrite-dir'
+    )
+    argv = ["sh", "-c", script, "sh", str(overlay), str(rootfs)]
+    run_logged(privilege.wrap(argv), log, "copying the adare layout in", timeout=300)
+
+
+def _install_busybox_applets(rootfs: Path, overlay: Path) -> None:
     """Link busybox's applets into ``/adare/bin``, last on PATH (Debian's tools win)."""
     listing = subprocess.run(
         [str(rootfs / "bin/busybox"), "--list"],
@@ -231,27 +267,25 @@ def _install_busybox_applets(rootfs: Path) -> None:
         check=True,
         timeout=30,
     ).stdout.split()
-    bin_dir = rootfs / "adare/bin"
+    bin_dir = overlay / "adare/bin"
     bin_dir.mkdir()
     for applet in listing:
         (bin_dir / applet).symlink_to("/bin/busybox")
-    profile = rootfs / "etc/profile.d/adare.sh"
+    profile = overlay / "etc/profile.d/adare.sh"
     profile.parent.mkdir(exist_ok=True)
     profile.write_text('PATH="$PATH:/adare/bin"\n')
 
 
-def take_kernel(recipe: Recipe, kernel_dir: Path, rootfs: Path, out_dir: Path) -> Path:
+def take_kernel(recipe: Recipe, kernel_dir: Path, overlay: Path, out_dir: Path) -> Path:
     """Copy ``vmlinuz`` to ``out_dir`` and the recipe's module subtrees and single
-    modules back into ``rootfs``; returns the full modules directory (for the initrd)."""
+    modules into ``overlay`` (``overlay/lib/modules``: they need :func:`depmod` once
+    merged); returns the full modules directory (for the initrd)."""
     version = kernel_version(kernel_dir)
     shutil.copyfile(kernel_dir / f"boot/vmlinuz-{version}", out_dir / "vmlinuz")
     modules = kernel_dir / "modules" / version
     wanted = _rootfs_module_names(recipe, modules)
     if wanted:
-        _keep_modules(modules, wanted, rootfs / "lib/modules" / version)
-        subprocess.run(
-            ["chroot", str(rootfs), "depmod", version], check=True, timeout=300, capture_output=True
-        )
+        _keep_modules(modules, wanted, overlay / "lib/modules" / version)
     return modules
 
 
@@ -274,14 +308,32 @@ def _keep_modules(modules: Path, wanted: list[str], target: Path) -> None:
             shutil.copyfile(modules / meta, target / meta)
 
 
-def strip_rootfs(rootfs: Path) -> None:
+def depmod(rootfs: Path, modules: Path, log: Path, privilege: BuildPrivilege) -> None:
+    """``depmod`` for the kernel whose modules (``modules``) the root file system keeps."""
+    argv = ["chroot", str(rootfs), "depmod", modules.name]
+    run_logged(privilege.wrap(argv), log, "depmod", timeout=300)
+
+
+def strip_rootfs(rootfs: Path, log: Path, privilege: BuildPrivilege) -> None:
     """Drop what the booted guest never reads (leftover apt lists and caches) and what a
     recipe's steps left in ``/tmp``."""
-    for leftover in ("var/lib/apt/lists", "var/cache/apt", "var/cache/debconf", "boot", "tmp"):
-        target = rootfs / leftover
-        if target.is_dir():
-            for child in target.iterdir():
-                if child.is_file() or child.is_symlink():
-                    child.unlink()
-                else:
-                    shutil.rmtree(child)
+    leftovers = ("var/lib/apt/lists", "var/cache/apt", "var/cache/debconf", "boot", "tmp")
+    present = [str(rootfs / name) for name in leftovers if (rootfs / name).is_dir()]
+    if present:
+        argv = ["find", *present, "-mindepth", "1", "-delete"]
+        run_logged(privilege.wrap(argv), log, "stripping the root file system", timeout=300)
+
+
+def tree_size(rootfs: Path, privilege: BuildPrivilege) -> int:
+    """The bytes in ``rootfs``'s regular files (read as its root: some are private)."""
+    argv = ["find", str(rootfs), "-type", "f", "-printf", "%s\n"]
+    sizes = subprocess.run(
+        privilege.wrap(argv), capture_output=True, text=True, check=True, timeout=300
+    ).stdout.split()
+    return sum(int(size) for size in sizes)
+
+
+def remove_rootfs(rootfs: Path, privilege: BuildPrivilege) -> None:
+    """Delete ``rootfs`` (as its root: the user may not own what is in it)."""
+    if rootfs.exists():
+        subprocess.run(privilege.wrap(["rm", "-rf", str(rootfs)]), check=False, timeout=300)

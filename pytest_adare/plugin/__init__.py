@@ -9,8 +9,11 @@ test first needs a VM.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from pytest_adare.cache_dir import IMAGE_CACHE_ENV
 from pytest_adare.plugin.options import (
     MARKER_DOC,
     OPTIONS_KEY,
@@ -54,7 +57,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_DOC)
-    config.stash[OPTIONS_KEY] = read_options(config)
+    config.stash[OPTIONS_KEY] = options = read_options(config)
+    if options.image_cache is not None:  # images resolved later (and adare-image) read it
+        os.environ[IMAGE_CACHE_ENV] = str(options.image_cache)
     default_asyncio_loop_scope(config)
 
 

@@ -243,6 +243,16 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
         "`--adare-hypervisor` takes; `-n` beyond hypervisors x limit is a usage error "
         "([libvirt](libvirt.md#several-hypervisors-n-n))",
     ),
+    OptionSpec(
+        "image_cache",
+        "a directory of built images shared by several users or CI jobs (sets "
+        "ADARE_IMAGE_CACHE): built images are published there readable by all; a user who "
+        "may only read it uses what is there and never builds (default: each user's cache)",
+        metavar="DIR", read=lambda raw, source, base: (base / raw).expanduser().resolve(),
+        doc_values="a directory",
+        doc_default="`$ADARE_IMAGE_CACHE`, else `~/.cache/pytest-adare/images`: each "
+        "user's own ([images](images.md#a-shared-image-cache))",
+    ),
 )
 
 def _baseline_path(raw: str, source: str, base: Path) -> Path:
@@ -304,6 +314,7 @@ class AdareOptions:
     pcap: bool = False
     evidence: str = "off"
     record: str = "on-failure"
+    image_cache: Path | None = None
     given: Mapping[str, Any] = field(default_factory=dict)
 
     @property
