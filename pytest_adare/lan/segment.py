@@ -1,11 +1,12 @@
 """:class:`Lan`: one private layer-2 segment and the VMs on it (what ``adare_lan`` makes).
 
 A LAN plans its members (:mod:`.addressing`), runs its hub (:mod:`.forwarder`, on
-QEMU), and hands every member's NIC to the VM as a :class:`~.port.LanPort` in its
-options; once a member's agent is connected it sets the member's address, MAC and
-hostname through the agent, and rewrites ``/etc/hosts`` on every member so each
-resolves the others by name. Members reach their agent over the serial link, never over
-the segment, so the segment carries only what the scenario sends.
+QEMU) or is given the hypervisor's network (an isolated libvirt network), and hands
+every member's NIC to the VM as a :class:`~.port.LanPort` in its options; once a
+member's agent is connected it sets the member's address, MAC and hostname through the
+agent, and rewrites ``/etc/hosts`` on every member so each resolves the others by name.
+Members reach their agent over the serial link, never over the segment, so the segment
+carries only what the scenario sends.
 
 How VMs are started and closed is the caller's (the plugin goes through its pool; a
 script can start ``VM`` s itself): ``starter(hostname, ports, options)`` returns a
@@ -29,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_adare.lan.addressing import LanError, LanPlan, Member, hosts_file
 from pytest_adare.lan.forwarder import Forwarder
@@ -50,6 +51,15 @@ RESERVED_OPTIONS = frozenset({"transport", "network", "hypervisor"})
 """Options a LAN decides for its members (the serial link; ``internet``; the backend)."""
 
 
+class HypervisorNetwork(Protocol):
+    """The segment when the hypervisor provides it (a libvirt network): its name, which
+    the members' NICs name, and how it goes away after the members."""
+
+    name: str
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class _Joined:
     """One member's place on this LAN: its plan, port, VM, and running NIC capture."""
@@ -67,12 +77,13 @@ class Lan:
     def __init__(
         self, name: str, subnet: object, *, internet: bool, directory: Path, index: int,
         starter: Starter, closer: Closer, backend: str = "qemu",
-        siblings: list[Lan] | None = None,
+        siblings: list[Lan] | None = None, network: HypervisorNetwork | None = None,
     ) -> None:  # fmt: skip
         """``siblings``: the other LANs a member may also be on (the test's; this LAN
-        joins the list), for the names in its ``/etc/hosts``.
+        joins the list), for the names in its ``/etc/hosts``. ``network``: the segment
+        on a backend other than ``qemu`` (closed with the LAN; the host runs no hub).
 
-        :raise LanError: a bad subnet."""
+        :raise LanError: a bad subnet, or no ``network`` on such a backend."""
         self.name = name
         self.internet = internet
         self.backend = backend
@@ -83,6 +94,9 @@ class Lan:
         self._joined: dict[str, _Joined] = {}
         self._started_here: list[VM] = []
         self._closed = False
+        if backend != "qemu" and network is None:
+            raise LanError(f"LAN {name}: the {backend} backend needs its network")
+        self._network = network
         self._forwarder = Forwarder(directory).start() if backend == "qemu" else None
         self._siblings = siblings if siblings is not None else []
         self._siblings.append(self)
@@ -166,9 +180,10 @@ class Lan:
 
     def _reserve(self, name: str, index: int) -> LanPort:
         member = self._plan.add(name)
-        if self._forwarder is None:
-            port = lan_port(index, member.mac, network=self.name)
+        if self._network is not None:
+            port = lan_port(index, member.mac, network=self._network.name)
         else:
+            assert self._forwarder is not None
             socket, peer = self._forwarder.add_port(name)
             port = lan_port(index, member.mac, socket=socket, peer=peer)
         self._joined[name] = _Joined(member, port)
@@ -314,4 +329,6 @@ class Lan:
         finally:
             if self._forwarder is not None:
                 self._forwarder.close()
+            if self._network is not None:
+                self._network.close()
             shutil.rmtree(self.directory, ignore_errors=True)

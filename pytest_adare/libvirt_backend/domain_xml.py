@@ -14,6 +14,8 @@ The fixed wiring (what the guest sees is what the QEMU backend gives it)::
                       opens only those)
     vda     the per-VM qcow2 overlay volume over the image's base volume
     vga + usb tablet  the screen (virDomainScreenshot) and absolute pointer
+    LAN NICs  one ``<interface type='network'>`` per LAN port, on its isolated network,
+              in the port's PCI slot (the guest finds it there), alias ``ua-lanN``
 
 Every domain and volume carries our metadata (the owner's host and pid) so that
 leftovers can be told from other users' domains.
@@ -25,6 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 from xml.sax.saxutils import escape, quoteattr
+
+from pytest_adare.lan.port import LanPort
 
 DomainType = Literal["qemu", "kvm"]
 METADATA_NS = "https://pytest-adare.invalid/libvirt/1"
@@ -101,8 +105,14 @@ class DomainConfig:
     """The guest clock at start, seconds since 1970 (None: the host's time)."""
     owner_host: str = ""
     owner_pid: int = 0
+    lan_ports: tuple[LanPort, ...] = ()
+    """NICs on LAN segments: each names its libvirt network (``LanPort.network``)."""
 
     def __post_init__(self) -> None:
+        for port in self.lan_ports:
+            if not _NAME.fullmatch(port.network):
+                raise ValueError(f"LAN NIC {port.netdev} names no libvirt network "
+                                 f"({port.network!r})")  # fmt: skip
         if not _NAME.fullmatch(self.name):
             raise ValueError(f"domain name must match {_NAME.pattern}, got {self.name!r}")
         if self.domain_type not in ("qemu", "kvm"):
@@ -186,6 +196,7 @@ def _devices_xml(config: DomainConfig) -> list[str]:
         )
     if config.network:
         lines.append("    <interface type='user'><model type='virtio'/></interface>")
+    lines += [f"    {lan_interface_xml(port)}" for port in config.lan_ports]
     if config.display:
         lines += [
             "    <input type='tablet' bus='usb'/>",
@@ -196,6 +207,33 @@ def _devices_xml(config: DomainConfig) -> list[str]:
         lines.append("    <video><model type='none'/></video>")
     lines.append("    <memballoon model='none'/>")
     return lines
+
+
+def lan_interface_xml(port: LanPort, *, link_up: bool | None = None) -> str:
+    """The ``<interface>`` of one LAN NIC; with ``link_up`` also its link state (what
+    ``virDomainUpdateDeviceFlags`` takes to cut or restore the link, as
+    ``virsh domif-setlink`` does: libvirt finds the NIC by its MAC)."""
+    link = "" if link_up is None else f"<link state='{'up' if link_up else 'down'}'/>"
+    return (
+        f"<interface type='network'><source network={quoteattr(port.network)}/>"
+        f"<mac address='{port.mac}'/><model type='virtio'/>{link}"
+        f"<alias name='ua-{port.netdev}'/>"
+        f"<address type='pci' domain='0x0000' bus='0x00' slot='{port.slot:#04x}' "
+        "function='0x0'/></interface>"
+    )
+
+
+def build_network_xml(name: str) -> str:
+    """An isolated network for one LAN segment: a bridge on the hypervisor's host with
+    no ``<forward>`` (no route out), no ``<ip>`` (no host address, no DHCP or DNS
+    server: the members' addresses are set through their agents), no STP and no
+    forwarding delay (a member's link works as soon as it is up).
+
+    :raise ValueError: ``name`` is no libvirt object name.
+    """
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"network name must match {_NAME.pattern}, got {name!r}")
+    return f"<network><name>{escape(name)}</name><bridge stp='off' delay='0'/></network>"
 
 
 def with_panic_exit(append: str | None) -> str:

@@ -17,14 +17,18 @@ What goes where:
 - screen: ``virDomainScreenshot``; input: QMP ``input-send-event`` through libvirt's
   QMP passthrough (``virDomainQemuMonitorCommand``, used only in this module);
 - pause: ``virDomainSuspend``/``Resume``; memory: ``virDomainCoreDumpWithFormat``;
+- LAN NICs: ``<interface type='network'>`` on each LAN's isolated network
+  (:mod:`.network`); their link cut and restored with ``virDomainUpdateDeviceFlags``
+  (``<link state='down'/>``, as ``virsh domif-setlink``);
 - death: a watcher polls the domain state (and is woken when the console stream ends),
   so every bounded wait ends at once with :class:`VMDied` when the domain is gone.
 
 Not supported here (:class:`~pytest_adare.machine.base.UnsupportedFeature`, named in
 :attr:`LibvirtMachine.capabilities` by its absence): fw_cfg hand-off, a cloud-init seed,
 UEFI firmware, saving or loading a whole state (warm start), a network capture (QEMU
-would write the file on the hypervisor's host as its own user), setting the link, a
-hard reset (a reboot ends the domain), keeping the disk (it is a volume of the domain).
+would write the file on the hypervisor's host as its own user), setting the link of a
+NIC that is not on a LAN, a hard reset (a reboot ends the domain), keeping the disk (it
+is a volume of the domain).
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from pytest_adare.libvirt_backend.domain_xml import (
     agent_device,
     build_domain_xml,
     build_snapshot_xml,
+    lan_interface_xml,
 )
 from pytest_adare.libvirt_backend.qga_proxy import QgaProxy
 from pytest_adare.libvirt_backend.reaper import new_domain_name, reap
@@ -156,7 +161,6 @@ class LibvirtMachine(MachineCore):
         refused = [
             what
             for what, asked in (
-                ("a LAN segment (adare_lan)", bool(lan_ports)),
                 ("fw_cfg hand-off", bool(fw_cfg)),
                 ("a cloud-init seed", seed is not None),
                 ("UEFI firmware", firmware == "uefi"),
@@ -180,6 +184,7 @@ class LibvirtMachine(MachineCore):
         self._network = network
         self._display = display
         self._agent = agent_device(agent_serial_device)
+        self.lan_ports = tuple(lan_ports)
         self.accel: str | None = None
         self.accel_reason: str | None = None
         self.agent_port: int | None = None
@@ -206,9 +211,11 @@ class LibvirtMachine(MachineCore):
     # ------------------------------------------------------------------ paths
     @property
     def capabilities(self) -> frozenset[Capability]:
-        """Screendump, input, snapshots, a memory dump; exporting the disk when local."""
+        """Screendump, input, snapshots, a memory dump; exporting the disk when local;
+        setting the link when the domain has LAN NICs."""
         local = {Capability.DISK_EXPORT} if is_local(self.uri) else set()
-        return _CAPABILITIES | local
+        link = {Capability.LINK} if self.lan_ports else set()
+        return _CAPABILITIES | local | link
 
     @property
     def socket_dir(self) -> Path:
@@ -325,6 +332,7 @@ class LibvirtMachine(MachineCore):
             display=self._display,
             owner_host=socket.gethostname(),
             owner_pid=os.getpid(),
+            lan_ports=self.lan_ports,
         )
 
     async def _attach(self) -> None:
@@ -676,8 +684,35 @@ class LibvirtMachine(MachineCore):
         return await export_disk(self, path, format=format, qga=qga, flush=flush)
 
     async def aset_link(self, up: bool, *, nic: str | None = None) -> None:
-        """:raise UnsupportedFeature: not done through libvirt yet."""
-        raise self._unsupported(Capability.LINK)
+        """Set a LAN NIC's link up or down (``nic``: ``lan0``, ...; by default the first):
+        its ``<interface>`` with ``<link state=.../>`` through ``virDomainUpdateDeviceFlags``
+        on the live domain; the guest sees the carrier change.
+
+        :raise UnsupportedFeature: the domain has no LAN NIC (the user-mode NIC's link
+            is not set here). :raise ValueError: no such LAN NIC.
+        :raise MachineCommandError: libvirt refused.
+        """
+        if not self.lan_ports:
+            raise self._unsupported(Capability.LINK)
+        ports = {port.netdev: port for port in self.lan_ports}
+        port = self.lan_ports[0] if nic is None else ports.get(nic)
+        if port is None:
+            raise ValueError(f"{self.name} has no LAN NIC {nic!r} (its LAN NICs: "
+                             f"{', '.join(ports)})")  # fmt: skip
+        self.check_alive()
+        xml = lan_interface_xml(port, link_up=up)
+        await self.bounded(asyncio.to_thread(self._update_device, xml, port.netdev), 30.0,
+                           f"setting the link of {port.netdev}")  # fmt: skip
+
+    def _update_device(self, xml: str, what: str) -> None:
+        libvirt = libvirt_module()
+        try:
+            self._domain.updateDeviceFlags(xml, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        except libvirt.libvirtError as exc:
+            raise MachineCommandError(
+                f"setting the link of {what} on {self.domain_name}: {error_text(exc)}",
+                command="updateDeviceFlags",
+            ) from None
 
     async def ahypervisor_version(self) -> str:
         """The domain's QEMU, ``major.minor.micro (package)`` (``query-version``)."""

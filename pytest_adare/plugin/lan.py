@@ -5,7 +5,9 @@
 VMs of the session's pool, started as ``adare_vm_factory`` starts them, so the reports,
 ``--adare-evidence`` and ``--adare-keep`` cover them. When the test ends every member
 is closed, then every segment. With ``--adare-pcap`` each segment's traffic goes to
-``lan-<name>.pcap`` in the test's artifacts. The VM layer is imported on first use.
+``lan-<name>.pcap`` in the test's artifacts. On ``--adare-hypervisor`` each LAN is an
+isolated libvirt network on the VMs' hypervisor, made here and removed with the LAN.
+The VM layer is imported on first use.
 """
 
 from __future__ import annotations
@@ -50,24 +52,40 @@ class LanFactory:
 
     def __call__(self, subnet: str = DEFAULT_SUBNET, *, internet: bool = False) -> Lan:
         # Deferred: the LAN (VMs, QEMU) loads when a test first asks for one.
+        from pytest_adare.lan.addressing import private_subnet
         from pytest_adare.lan.segment import Lan
 
         options = adare_options(self._request.config)
         index = len(self.lans)
-        backend = "libvirt" if options.given.get("hypervisor") else "qemu"
+        uri = options.hypervisor
+        backend = "libvirt" if uri else "qemu"
+        private_subnet(subnet)  # bad input fails before a network is made
+        network = None
         directory = Path(tempfile.mkdtemp(prefix=f"adare-lan{index}-"))  # 0700
         try:
+            if uri:
+                # Deferred: libvirt loads only for a LAN on a hypervisor.
+                from pytest_adare.libvirt_backend.network import LibvirtNetwork
+
+                network = LibvirtNetwork(uri, index).create()
             lan = Lan(
                 f"lan{index}", subnet, internet=internet, directory=directory, index=index,
                 starter=self._start, closer=self._close, backend=backend, siblings=self.lans,
+                network=network,
             )  # fmt: skip
         except BaseException:
+            if network is not None:
+                network.close()
             directory.rmdir()
             raise
-        if options.pcap and backend == "qemu":
+        if options.pcap:
             target = artifacts_dir_for(self._request.node) / f"lan-{lan.name}.pcap"
             target.unlink(missing_ok=True)  # a rerun of the same test id
-            self._captures.append((lan, lan.start_capture(target)))
+            try:
+                self._captures.append((lan, lan.start_capture(target)))
+            except BaseException:
+                lan.close()  # libvirt: the segment has no capture point
+                raise
         return lan
 
     def _start(self, name: str, ports: tuple[LanPort, ...], given: dict[str, Any]) -> VM:

@@ -165,9 +165,11 @@ def test_the_pcap_stops_at_its_bound(private_dir: Path) -> None:
 class Starts:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
+        self.ports: list[Any] = []
 
     def __call__(self, name: str, ports: Any, options: Any) -> Any:
         self.calls.append((name, options))
+        self.ports.append(ports)
         raise RuntimeError("no VM in this test")
 
 
@@ -201,9 +203,36 @@ def test_bad_input_is_refused_before_any_vm_starts(private_dir: Path) -> None:
         lan.address("server")
 
 
-def test_a_libvirt_lan_has_no_segment_capture(private_dir: Path) -> None:
+class Network:
+    """A hypervisor's network as the LAN sees it: a name, and closed once."""
+
+    name = "adare-1a2b3c4d-42-0badcafe-lan0"
+    closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_a_libvirt_lan_names_its_network_has_no_segment_capture_and_closes_it(
+    private_dir: Path,
+) -> None:
+    network = Network()
+    starter = Starts()
     lan = Lan("lan0", "10.77.0.0/24", internet=False, directory=private_dir, index=0,
-              starter=Starts(), closer=lambda vms: None, backend="libvirt")  # fmt: skip
+              starter=starter, closer=lambda vms: None, backend="libvirt",
+              network=network)  # fmt: skip
     with pytest.raises(UnsupportedFeature, match="capture of a LAN segment"):
         lan.start_capture(private_dir / "x.pcap")
+    with pytest.raises(RuntimeError, match="no VM"):
+        lan.start("server")
+    assert starter.ports[0][0].network == network.name
+    assert not starter.ports[0][0].socket
     lan.close()
+    lan.close()
+    assert network.closed == 1
+
+
+def test_a_libvirt_lan_without_its_network_is_refused(private_dir: Path) -> None:
+    with pytest.raises(LanError, match="needs its network"):
+        Lan("lan0", "10.77.0.0/24", internet=False, directory=private_dir, index=0,
+            starter=Starts(), closer=lambda vms: None, backend="libvirt")  # fmt: skip
