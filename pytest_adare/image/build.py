@@ -126,9 +126,9 @@ def make_disk(rootfs: Path, work: Path, out: Path, log: Path, privilege: BuildPr
 
 def recipe_steps(recipe: Recipe) -> dict[str, Any] | None:
     """What a user's recipe added to the built-in image, for the manifest (None: nothing)."""
-    if not (recipe.provision or recipe.files) and recipe.name in ("debian", "debian-desktop"):
-        return None
     base = debian_recipe(desktop=recipe.desktop, suite=recipe.suite)
+    if recipe == base:
+        return None
     return {
         "base": base.name,
         "base_recipe_hash": base.recipe_hash(),

@@ -24,7 +24,8 @@ from pytest_adare.cache_dir import IMAGE_CACHE_ENV, cache_root, exclusive_lock
 from pytest_adare.errors import ImageError
 from pytest_adare.image.build import build_image
 from pytest_adare.image.manifest import MANIFEST_NAME
-from pytest_adare.image.recipe import DEFAULT_MIRROR, Recipe, debian_recipe
+from pytest_adare.image.recipe import DEFAULT_MIRROR, DEFAULT_SUITE, Recipe, debian_recipe
+from pytest_adare.image.suites import check_suite
 
 Progress = Callable[[str], None]
 BUILD_LOCK_TIMEOUT = 1800.0
@@ -72,6 +73,11 @@ def image_dir(recipe: Recipe) -> Path:
     return images_root() / f"{recipe.name}-{recipe.recipe_hash()}"
 
 
+def is_cached(recipe: Recipe) -> bool:
+    """Whether the cache holds the image built from ``recipe``."""
+    return (image_dir(recipe) / MANIFEST_NAME).is_file()
+
+
 def cached_image(
     recipe: Recipe,
     *,
@@ -79,11 +85,16 @@ def cached_image(
     progress: Progress | None = None,
     lock_timeout: float = BUILD_LOCK_TIMEOUT,
 ) -> Path:
-    """The manifest of ``recipe``'s cached image, building it first if needed."""
+    """The manifest of ``recipe``'s cached image, building it first if needed.
+
+    :raise ImageError: the mirror lacks the recipe's suite (asked before anything is
+        built or locked), or the build failed.
+    """
     target = image_dir(recipe)
     manifest = target / MANIFEST_NAME
     if manifest.is_file():
         return manifest
+    check_suite(recipe.suite, mirror)
     say = progress or (lambda line: None)
     lock = build_lock(target, f"building {recipe.name}", lock_timeout)
     say(
@@ -96,8 +107,18 @@ def cached_image(
         return build_image(recipe, target, mirror=mirror, progress=say)
 
 
-def cached_builtin_image(name: str, progress: Progress | None = None) -> Path:
-    """The manifest of the built-in image ``debian`` or ``debian-desktop``."""
+def cached_builtin_image(
+    name: str,
+    suite: str = DEFAULT_SUITE,
+    progress: Progress | None = None,
+    *,
+    mirror: str = DEFAULT_MIRROR,
+) -> Path:
+    """The manifest of the built-in image ``debian`` or ``debian-desktop`` of ``suite``.
+
+    :raise ImageError: another name, a suite the mirror lacks, or the build failed.
+    """
     if name not in ("debian", "debian-desktop"):
         raise ImageError(f"no built-in image named {name!r} (known: debian, debian-desktop)")
-    return cached_image(debian_recipe(desktop=name == "debian-desktop"), progress=progress)
+    recipe = debian_recipe(desktop=name == "debian-desktop", suite=suite)
+    return cached_image(recipe, mirror=mirror, progress=progress)

@@ -26,7 +26,7 @@ from pytest_adare.file_hash import file_sha256
 from pytest_adare.image.build import build_image, readable_by_all
 from pytest_adare.image.cache import build_lock, cached_image, image_dir, images_root
 from pytest_adare.image.manifest import MANIFEST_NAME, ImageManifest
-from pytest_adare.image.recipe import DEFAULT_MIRROR, Recipe, debian_recipe
+from pytest_adare.image.recipe import DEFAULT_MIRROR, Recipe, builtin_recipe
 from pytest_adare.image.recipe_file import ImageRecipe, is_recipe, load_recipe
 
 Progress = Callable[[str], None]
@@ -82,7 +82,7 @@ def flattened(recipe: ImageRecipe) -> ImageRecipe:
 
 def extended_recipe(recipe: ImageRecipe) -> Recipe:
     """The built-in recipe of ``recipe``'s base with its steps added (built in one go)."""
-    base = debian_recipe(desktop=recipe.base == "debian-desktop")
+    base = builtin_recipe(recipe.base)
     extra = tuple(p for p in recipe.install if p not in base.packages)
     return replace(
         base,

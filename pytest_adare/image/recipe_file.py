@@ -2,7 +2,8 @@
 
 ::
 
-    base = "debian-desktop"            # a built-in name, a manifest, a disk, or another recipe
+    base = "debian-desktop"            # a built-in name (debian-desktop:trixie: its suite),
+                                       # a manifest, a disk, or another recipe
     name = "fm-desktop"
     install = ["pcmanfm", "mousepad"]  # distribution packages
     provision = ["update-mime-database /usr/share/mime"]   # shell, as root, in order
@@ -30,6 +31,7 @@ from typing import Any
 
 from pytest_adare.errors import ImageError
 from pytest_adare.image.manifest import BUILTIN_IMAGES
+from pytest_adare.image.suites import split_suite
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -64,7 +66,8 @@ class FileCopy:
 
 @dataclass(frozen=True)
 class ImageRecipe:
-    """A parsed recipe. ``base`` is a built-in name or an absolute path."""
+    """A parsed recipe. ``base`` is a built-in name (perhaps with a suite: ``debian:trixie``)
+    or an absolute path."""
 
     name: str
     base: str
@@ -76,8 +79,9 @@ class ImageRecipe:
 
     @property
     def builtin_base(self) -> str | None:
-        """The built-in image this recipe extends directly, if any."""
-        return self.base if self.base in BUILTIN_IMAGES else None
+        """The built-in image this recipe extends directly (``debian``, ``debian:trixie``), if
+        any."""
+        return self.base if _builtin(self.base) else None
 
     def steps(self) -> dict[str, Any]:
         """The steps as plain data: what the manifest records and the hash covers."""
@@ -91,6 +95,10 @@ class ImageRecipe:
         """A short sha256 of the base's identity (disk sha256 or recipe hash) and every step."""
         text = json.dumps({"base": base_identity, **self.steps()}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _builtin(base: str) -> bool:
+    return base in BUILTIN_IMAGES or split_suite(base) is not None
 
 
 def is_recipe(spec: str | Path) -> bool:
@@ -121,9 +129,12 @@ def _base(data: Mapping[str, Any], source: Path) -> str:
     base = data.get("base")
     if not isinstance(base, str) or not base:
         raise _fail(source, "'base' is missing (a built-in name, a manifest, a disk or a recipe)")
-    if base in BUILTIN_IMAGES:
-        return base
     path = (source.parent / base).expanduser().resolve()
+    try:
+        if _builtin(base) and not path.exists():
+            return base
+    except ImageError as exc:
+        raise _fail(source, f"'base': {exc}") from None
     if not path.exists():
         raise _fail(source, f"'base' names {path}, which does not exist")
     if path == source:

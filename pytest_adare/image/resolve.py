@@ -4,6 +4,7 @@ A manifest file, a directory holding one, a bare disk (its format read by
 ``qemu-img``), or a built-in name or a recipe (``.toml``) built on first use and cached::
 
     manifest = resolve_image("debian")             # built on first use, then cached
+    manifest = resolve_image("debian:bullseye")    # the same recipe on another Debian suite
     manifest = resolve_image("/images/win.qcow2")  # bare disk, firmware boot
 """
 
@@ -16,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_adare.errors import ImageError
-from pytest_adare.image.cache import cached_builtin_image
+from pytest_adare.image.cache import cached_builtin_image, is_cached
 from pytest_adare.image.convert import SNAPSHOT_BLOCKING_FORMATS, qcow2_copy
 from pytest_adare.image.manifest import (
     BUILTIN_IMAGES,
@@ -27,8 +28,10 @@ from pytest_adare.image.manifest import (
     load_manifest,
 )
 from pytest_adare.image.partition_table import HEAD_BYTES, Firmware, firmware_for
+from pytest_adare.image.recipe import DEFAULT_MIRROR, builtin_recipe
 from pytest_adare.image.recipe_build import BootedBuilder, BuildRequest, recipe_image
 from pytest_adare.image.recipe_file import is_recipe, load_recipe
+from pytest_adare.image.suites import check_suite, split_suite
 
 
 def _qemu_img(argv: list[str], path: Path) -> str:
@@ -99,6 +102,17 @@ def snapshot_ready(manifest: ImageManifest, progress: Progress | None = None) ->
     return replace(manifest, disk=copy, format="qcow2")
 
 
+def check_builtin(spec: str, mirror: str = DEFAULT_MIRROR) -> None:
+    """Check a suite-named built-in (``debian:trixie``) without building it: cached, or
+    a suite the mirror has. Anything else passes (the resolver judges it when used).
+
+    :raise ImageError: a malformed suite, or one the mirror does not have.
+    """
+    named = split_suite(spec)
+    if named is not None and not Path(spec).exists() and not is_cached(builtin_recipe(spec)):
+        check_suite(named[1], mirror)
+
+
 def resolve_image(
     spec: str | Path,
     progress: Progress | None = None,
@@ -109,18 +123,21 @@ def resolve_image(
     """Turn what the user wrote (``--adare-vm``) into a manifest.
 
     ``spec`` is a manifest file, a directory holding ``adare-image.json``, a bare
-    disk image (any of ``DISK_FORMATS``), a built-in name (``debian``, ``debian-desktop``),
-    or a recipe (``.toml``); the last two are built on first use and cached (this needs
-    root; ``progress`` gets one line per build phase). A recipe over a base that is not
-    built in is built by booting the base with ``booted``
-    (``image_provision.build_on_disk``).
+    disk image (any of ``DISK_FORMATS``), a built-in name (``debian``, ``debian-desktop``,
+    either with a Debian suite: ``debian:bullseye``), or a recipe (``.toml``); the last
+    two are built on first use and cached (``progress`` gets one line per build phase).
+    A recipe over a base that is not built in is built by booting the base with
+    ``booted`` (``image_provision.build_on_disk``).
 
     :raise ImageError: nothing usable at ``spec``, bad recipe, or the build failed.
     """
     text = str(spec)
     path = Path(text).expanduser()
-    if text in BUILTIN_IMAGES and not path.exists():
-        return load_manifest(cached_builtin_image(text, progress=progress))
+    if not path.exists():
+        if text in BUILTIN_IMAGES:
+            return load_manifest(cached_builtin_image(text, progress=progress))
+        if (named := split_suite(text)) is not None:
+            return load_manifest(cached_builtin_image(*named, progress=progress))
     if is_recipe(text):
         built = recipe_image(
             load_recipe(path),
@@ -141,5 +158,5 @@ def resolve_image(
     raise ImageError(
         f"no image at {text!r}: give a manifest ({MANIFEST_NAME}), its directory, a disk "
         f"({', '.join(DISK_FORMATS)}), a recipe (.toml), or a built-in name "
-        f"({', '.join(BUILTIN_IMAGES)})"
+        f"({', '.join(BUILTIN_IMAGES)}, optionally with a Debian suite: debian:bullseye)"
     )

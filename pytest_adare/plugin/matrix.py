@@ -14,8 +14,10 @@ options, so each image keeps its own VM and warm states. With ``--dist loadgroup
 every image's tests go to one xdist worker (an ``xdist_group`` per image).
 
 Bad lists are refused before any VM starts: an image given twice (or two images with
-one short name) and a suite-named built-in the image resolver cannot build are usage
-errors; a marker naming an image outside a command-line list is a collection error.
+one short name, or ``debian:bookworm`` beside ``debian`` when bookworm is the default
+suite) and a suite-named built-in whose suite the mirror does not have (asked only
+when the image is not cached) are usage errors; a marker naming an image outside a
+command-line list is a collection error.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_adare.errors import ImageError
 from pytest_adare.image.manifest import BUILTIN_IMAGES, MANIFEST_NAME
+from pytest_adare.image.suites import split_suite
 from pytest_adare.plugin.options import AdareOptions, adare_options, adare_vm_marker
 
 MATRIX_PARAM = "_adare_image"
@@ -35,7 +39,6 @@ MATRIX_PARAM = "_adare_image"
 IMAGE_PROPERTY = "adare_image"
 TEST_PROPERTY = "adare_test"
 """``user_properties`` names: the image's short name and the test's id without it."""
-SUITE_UNSUPPORTED = "suite-named built-in images are not supported yet"
 
 
 @dataclass(frozen=True)
@@ -70,34 +73,56 @@ def short_name(spec: str) -> str:
     return path.stem or spec
 
 
-def _suite_named(spec: str) -> bool:
-    builtin, colon, _ = spec.partition(":")
-    return bool(colon) and builtin in BUILTIN_IMAGES and "/" not in spec
+def _builtin_identity(spec: str) -> str:
+    """``debian:bookworm`` → ``debian`` when bookworm is the default suite: one image."""
+    try:
+        if split_suite(spec) is None:
+            return spec
+    except ImageError:
+        return spec
+    # Deferred: only a suite-named image needs the recipes at start-up.
+    from pytest_adare.image.recipe import builtin_name, builtin_recipe
+
+    recipe = builtin_recipe(spec)
+    return builtin_name(recipe.desktop, recipe.suite)
 
 
-def _suites_supported() -> bool:
-    """Whether the image resolver builds ``name:suite`` built-ins (it then offers
-    ``split_suite``)."""
-    # Deferred: only a suite-named image needs the resolver at start-up.
-    from pytest_adare.image import resolve
+def check_suites(specs: Sequence[str], source: str) -> None:
+    """Refuse a suite-named built-in with a malformed suite, or one the mirror does not
+    have (asked only when its image is not cached).
 
-    return callable(getattr(resolve, "split_suite", None))
+    :raise pytest.UsageError: naming ``source``, the image, the suite and the mirror.
+    """
+    for spec in specs:
+        try:
+            if split_suite(spec) is None:
+                continue
+            # Deferred: the resolver (and the mirror) only for a suite-named image.
+            from pytest_adare.image.resolve import check_builtin
+
+            check_builtin(spec)
+        except ImageError as error:
+            raise pytest.UsageError(f"{source}: {spec}: {error}") from None
 
 
 def matrix_images(specs: Sequence[str], source: str) -> tuple[MatrixImage, ...]:
     """The images of ``specs``, each with its short name.
 
-    :raise pytest.UsageError: an image given twice, two images with one short name, or
-        a suite-named built-in the resolver does not build yet (naming ``source``).
+    :raise pytest.UsageError: an image given twice (also as ``debian:SUITE`` beside
+        ``debian`` for the default suite), or two images with one short name (naming
+        ``source``).
     """
     images: list[MatrixImage] = []
     for spec in specs:
-        if _suite_named(spec) and not _suites_supported():
-            raise pytest.UsageError(f"{source}: {spec}: {SUITE_UNSUPPORTED}")
         image = MatrixImage(short_name(spec), spec)
         for other in images:
             if other.spec == spec:
                 raise pytest.UsageError(f"{source}: image {spec!r} given twice")
+            if _builtin_identity(other.spec) == _builtin_identity(spec):
+                raise pytest.UsageError(
+                    f"{source}: images {other.spec!r} and {spec!r} are one image (the "
+                    "default Debian suite's); give one of them"
+                )
             if other.name == image.name:
                 raise pytest.UsageError(
                     f"{source}: images {other.spec!r} and {spec!r} have the same short name "
@@ -119,6 +144,8 @@ def pytest_configure(config: pytest.Config) -> None:
     options = adare_options(config)
     source = "--adare-vm" if options.images_fixed else "ini key adare_vm"
     config.stash[IMAGES_KEY] = matrix_images(options.images, source)
+    if not hasattr(config, "workerinput"):  # the xdist controller checked them already
+        check_suites(options.images, source)
 
 
 def images_for(

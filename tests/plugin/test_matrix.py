@@ -60,6 +60,17 @@ def test_each_vm_test_runs_once_per_image_with_its_short_name_in_the_id(
     selected.stdout.fnmatch_lines(["test_ids.py::test_name[debian-desktop]", "*3/7 tests*"])
 
 
+def test_suite_named_built_ins_run_under_their_suites_names(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_ids=RECORDING)
+    suites = ("--adare-vm=debian:bullseye", "--adare-vm=debian-desktop:bookworm")
+    run(pytester, *suites, "--collect-only", "-q").stdout.fnmatch_lines(
+        [
+            "test_ids.py::test_name[debian-bullseye]",
+            "test_ids.py::test_name[debian-desktop-bookworm]",
+        ]
+    )
+
+
 def test_the_ini_lists_images_one_per_line_and_one_image_keeps_plain_ids(
     pytester: pytest.Pytester,
 ) -> None:
@@ -137,8 +148,14 @@ def test_a_bad_images_marker_is_a_collection_error_naming_it(
     ("args", "message"),
     [
         (("--adare-vm=debian", "--adare-vm=debian"), "--adare-vm: image 'debian' given twice"),
-        (("--adare-vm=debian", "--adare-vm=debian:trixie"),
-         "--adare-vm: debian:trixie: suite-named built-in images are not supported yet"),
+        (("--adare-vm=debian", "--adare-vm=debian:bookworm"),
+         "--adare-vm: images 'debian' and 'debian:bookworm' are one image (the default "
+         "Debian suite's)"),
+        (("--adare-vm=debian:nosuch",),
+         "--adare-vm: debian:nosuch: unknown Debian suite 'nosuch': the mirror "
+         "http://deb.debian.org/debian has no http://deb.debian.org/debian/dists/nosuch/Release"),
+        (("--adare-vm=debian", "--adare-vm=debian:Trixie"),
+         "--adare-vm: debian:Trixie: 'debian:Trixie': 'Trixie' is not a Debian suite name"),
         (("--adare-vm=a/adare-image.json", "--adare-vm=b/adare-image.json"),
          "*have the same short name 'same' (the test id)*"),
         (("--adare-baseline=old.json",), "--adare-baseline: *old.json: not an adare-matrix.json "

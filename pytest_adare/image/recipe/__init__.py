@@ -13,7 +13,9 @@ import json
 from dataclasses import MISSING, asdict, dataclass, fields
 from importlib import resources
 
+from pytest_adare.errors import ImageError
 from pytest_adare.image.recipe_file import FileCopy
+from pytest_adare.image.suites import split_suite
 
 BUILDER_VERSION = 2
 """2: apt and its sources list, the init kept by an apt pin, the desktop user."""
@@ -134,15 +136,53 @@ class Recipe:
 
 
 _COMMON_SCRIPTS = ("lib.sh", "sysinit.sh", "agent-service.sh", "qga-service.sh", "shutdown.sh")
+# What an older suite calls a package (None: it has none and needs none). Bullseye
+# predates usr-is-merged (its init-system-helpers does not pull in usrmerge) and the
+# split of dbus-daemon out of dbus.
+_SUITE_PACKAGES: dict[str, dict[str, str | None]] = {
+    "bullseye": {"usr-is-merged": None, "dbus-daemon": "dbus"},
+}
+
+
+def _packages(packages: tuple[str, ...], suite: str) -> tuple[str, ...]:
+    renamed = _SUITE_PACKAGES.get(suite, {})
+    chosen = (renamed.get(name, name) for name in packages)
+    return tuple(name for name in chosen if name is not None)
+
+
+def builtin_name(desktop: bool, suite: str) -> str:
+    """The image's name: ``debian``/``debian-desktop``, ``debian-bullseye`` for another
+    suite than the default (the default's image is plain ``debian``'s, one cache entry).
+
+    >>> builtin_name(False, DEFAULT_SUITE), builtin_name(True, "bullseye")
+    ('debian', 'debian-desktop-bullseye')
+    """
+    name = "debian-desktop" if desktop else "debian"
+    return name if suite == DEFAULT_SUITE else f"{name}-{suite}"
+
+
+def builtin_recipe(spec: str) -> Recipe:
+    """The recipe of a built-in name, plain (``debian``) or with a suite (``debian:trixie``).
+
+    :raise ImageError: not a built-in name, or a malformed suite.
+    """
+    named = split_suite(spec)
+    name, suite = named if named is not None else (spec, DEFAULT_SUITE)
+    if name not in ("debian", "debian-desktop"):
+        raise ImageError(
+            f"no built-in image named {spec!r} (known: debian, debian-desktop, each "
+            "optionally with a Debian suite: debian:bullseye)"
+        )
+    return debian_recipe(desktop=name == "debian-desktop", suite=suite)
 
 
 def debian_recipe(desktop: bool = False, suite: str = DEFAULT_SUITE) -> Recipe:
-    """The built-in ``debian`` (console) or ``debian-desktop`` recipe."""
+    """The built-in ``debian`` (console) or ``debian-desktop`` recipe of Debian ``suite``."""
     if not desktop:
         return Recipe(
-            name="debian",
+            name=builtin_name(False, suite),
             suite=suite,
-            packages=_CONSOLE_PACKAGES + _FIREWALL_PACKAGES,
+            packages=_packages(_CONSOLE_PACKAGES + _FIREWALL_PACKAGES, suite),
             kernel_package="linux-image-cloud-amd64",
             initrd_modules=_INITRD_MODULES,
             rootfs_module_dirs=(),
@@ -156,9 +196,9 @@ def debian_recipe(desktop: bool = False, suite: str = DEFAULT_SUITE) -> Recipe:
             rootfs_modules=_FIREWALL_MODULES,
         )
     return Recipe(
-        name="debian-desktop",
+        name=builtin_name(True, suite),
         suite=suite,
-        packages=_CONSOLE_PACKAGES + _DESKTOP_PACKAGES,
+        packages=_packages(_CONSOLE_PACKAGES + _DESKTOP_PACKAGES, suite),
         kernel_package="linux-image-amd64",
         initrd_modules=_INITRD_MODULES,
         rootfs_module_dirs=_DESKTOP_MODULE_DIRS,
