@@ -128,3 +128,8 @@ def is_local(uri: str) -> bool:
     no host, or a loopback host without a remote transport."""
     parts = urlsplit(uri)
     return not parts.hostname and "+" not in parts.scheme
+
+
+def is_session(uri: str) -> bool:
+    """True for a user's own daemon on this machine (``qemu:///session``)."""
+    return is_local(uri) and urlsplit(uri).path.rstrip("/") == "/session"

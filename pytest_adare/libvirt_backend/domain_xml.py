@@ -105,6 +105,10 @@ class DomainConfig:
     """The guest clock at start, seconds since 1970 (None: the host's time)."""
     owner_host: str = ""
     owner_pid: int = 0
+    channel_dir: str | None = None
+    """Where the unix channels' sockets go (None: libvirt's own choice). A session
+    daemon's choice, ``~/.config/libvirt/qemu/channel/target/domain-N-<name>/``, can
+    pass the 108-byte limit of a socket path, so a session machine names a short one."""
     lan_ports: tuple[LanPort, ...] = ()
     """NICs on LAN segments: each names its libvirt network (``LanPort.network``)."""
 
@@ -125,6 +129,30 @@ class DomainConfig:
             raise ValueError("an initrd needs a kernel")
         if not self.disk.startswith("/"):
             raise ValueError(f"disk must be an absolute path on the hypervisor, got {self.disk!r}")
+        if self.channel_dir is not None:
+            targets = [QGA_CHANNEL]
+            if self.agent is not None and self.agent.kind == "channel":
+                targets.append(self.agent.name)
+            longest = max(len(_channel_path(self.channel_dir, t).encode()) for t in targets)
+            if not self.channel_dir.startswith("/") or longest > MAX_SOCKET_PATH:
+                raise ValueError(
+                    f"channel_dir must be an absolute path leaving its sockets within "
+                    f"{MAX_SOCKET_PATH} bytes, got {self.channel_dir!r} ({longest} bytes)"
+                )
+
+
+# sun_path is 108 bytes including the terminating NUL.
+MAX_SOCKET_PATH = 107
+
+
+def _channel_path(channel_dir: str, target: str) -> str:
+    return f"{channel_dir.rstrip('/')}/{target}.sock"
+
+
+def _channel_source(config: DomainConfig, target: str) -> str:
+    if config.channel_dir is None:
+        return "<source mode='bind'/>"
+    return f"<source mode='bind' path={quoteattr(_channel_path(config.channel_dir, target))}/>"
 
 
 def build_domain_xml(config: DomainConfig) -> str:
@@ -186,12 +214,12 @@ def _devices_xml(config: DomainConfig) -> list[str]:
         lines.append("    <serial type='pty'><target port='1'/></serial>")
     lines += [
         "    <console type='pty'><target type='serial' port='0'/></console>",
-        f"    <channel type='unix'><source mode='bind'/>"
+        f"    <channel type='unix'>{_channel_source(config, QGA_CHANNEL)}"
         f"<target type='virtio' name='{QGA_CHANNEL}'/></channel>",
     ]
     if config.agent is not None and config.agent.kind == "channel":
         lines.append(
-            "    <channel type='unix'><source mode='bind'/>"
+            f"    <channel type='unix'>{_channel_source(config, config.agent.name)}"
             f"<target type='virtio' name='{config.agent.name}'/></channel>"
         )
     if config.network:

@@ -38,6 +38,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -56,6 +57,7 @@ from pytest_adare.libvirt_backend.connection import (
     HypervisorError,
     error_text,
     is_local,
+    is_session,
     libvirt_module,
     libvirt_qemu_module,
     open_connection,
@@ -333,7 +335,15 @@ class LibvirtMachine(MachineCore):
             owner_host=socket.gethostname(),
             owner_pid=os.getpid(),
             lan_ports=self.lan_ports,
+            # A session daemon runs as this user and can bind in our private socket
+            # directory; the system daemon's QEMU user cannot, and chooses well itself.
+            channel_dir=str(self._session_channel_dir()) if is_session(self.uri) else None,
         )
+
+    def _session_channel_dir(self) -> Path:
+        channels = self.socket_dir / "channels"
+        channels.mkdir(mode=0o700, exist_ok=True)
+        return channels
 
     async def _attach(self) -> None:
         """Console pump, agent and QGA bridges, and the state watcher, on the loop."""
@@ -423,8 +433,8 @@ class LibvirtMachine(MachineCore):
                 self._conn.close()
             self._conn = None
         if self._socket_dir is not None:
-            with contextlib.suppress(OSError):
-                self._socket_dir.rmdir()
+            # Also the session daemon's channel sockets, which QEMU leaves behind.
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
 
     async def _stop_watch(self) -> None:
         self._mark_dead(self._death_reason or f"machine {self.name} was shut down")

@@ -181,3 +181,27 @@ def test_an_uploader_marker_names_its_volume_host_and_process() -> None:
     assert uploader_of(marker, base_volume_name("kernel", SHA)) is None
     assert uploader_of(done_marker_name(base), base) is None
     assert uploader_of(f"{base}.uploader-nothex!-1", base) is None
+
+
+def test_a_session_machine_names_short_channel_sockets(tmp_path: Path) -> None:
+    config = replace(CONFIG, agent=AgentDevice("channel", "adare.agent"),
+                     channel_dir="/tmp/adare-lv-x1/channels")  # fmt: skip
+    document = build_domain_xml(config)
+    validate(tmp_path, document, "domain")
+    sources = {
+        channel.find("target").get("name"): channel.find("source").get("path")
+        for channel in ET.fromstring(document).iter("channel")
+    }
+    assert sources == {
+        "org.qemu.guest_agent.0": "/tmp/adare-lv-x1/channels/org.qemu.guest_agent.0.sock",
+        "adare.agent": "/tmp/adare-lv-x1/channels/adare.agent.sock",
+    }
+    # Without one, libvirt chooses (the system daemon's QEMU user could not bind in ours).
+    unnamed = ET.fromstring(build_domain_xml(CONFIG)).find("devices/channel/source")
+    assert unnamed is not None and unnamed.get("path") is None
+
+
+@pytest.mark.parametrize("channel_dir", ["relative/dir", "/" + "d" * 90])
+def test_a_channel_dir_that_cannot_hold_a_socket_is_refused(channel_dir: str) -> None:
+    with pytest.raises(ValueError, match="channel_dir must be an absolute path"):
+        replace(CONFIG, channel_dir=channel_dir)
