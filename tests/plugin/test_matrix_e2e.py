@@ -1,14 +1,18 @@
 """The image matrix end to end: the same tests on two images, booted for real.
 
-The second image is the first one's manifest copied under another name with more
-memory, so the guests differ in something a test reads (``MemTotal``) while both boot
-from the cached disk. One plain run makes the report; a second one under ``-n 2``
-(each image on its own worker) compares with it and finds the one verdict that changed.
+The issue's own command runs the forensic example on two Debian suites (the built-in
+console image of bullseye and of bookworm). The second test runs bullseye beside a
+manifest of its own: the e2e image's manifest copied under another name with more
+memory, so the guests differ in what a test reads (the Debian version, ``MemTotal``);
+one plain run makes the report, a second one under ``-n 2`` (each image on its own
+worker) compares with it and finds the one verdict that changed. ``scripts/test``
+builds the bullseye image beforehand.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +59,38 @@ def cells(artifacts: Path) -> dict[str, Any]:
     return {test["test"]: test for test in document["tests"]}
 
 
+REPO = Path(__file__).resolve().parents[2]
+SUITES = ("--adare-vm=debian:bullseye", "--adare-vm=debian:bookworm")
+
+
+def test_the_forensic_example_on_two_debian_suites(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    (pytester.path / "conftest_examples").mkdir()
+    shutil.copy(REPO / "conftest_examples/test_forensic.py", pytester.path / "conftest_examples")
+    artifacts = tmp_path / "artifacts"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-v", *SUITES, "conftest_examples/test_forensic.py",
+        f"--adare-artifacts={artifacts}", timeout=INNER_TIMEOUT,
+    )  # fmt: skip
+    result.assert_outcomes(passed=4)
+    tests = ("test_create_modify_delete_shows_in_the_diff", "test_every_artifact_gets_a_verdict")
+    result.stdout.fnmatch_lines(
+        [
+            *(f"*::{test}[[]debian-{suite}[]] PASSED*"
+              for suite in ("bullseye", "bookworm") for test in tests),
+            "*- adare: image matrix (2 tests x 2 images, 0 rows differ) -*",
+            "* debian-bullseye * debian-bookworm",
+            f"conftest_examples/test_forensic.py::{tests[0]}",
+            "  verdict * passed * passed",
+        ]
+    )  # fmt: skip
+    found = cells(artifacts)
+    assert sorted(found) == [f"conftest_examples/test_forensic.py::{test}" for test in tests]
+    for test in found.values():
+        assert sorted(test["cells"]) == ["debian-bookworm", "debian-bullseye"]
+
+
 def test_the_same_tests_on_two_images_then_a_baseline_under_xdist(
     pytester: pytest.Pytester,
     test_image: str,
@@ -62,30 +98,37 @@ def test_the_same_tests_on_two_images_then_a_baseline_under_xdist(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pytester.makepyfile(test_across=ACROSS_IMAGES)
-    images = (f"--adare-vm={test_image}", f"--adare-vm={second_image(test_image, tmp_path)}")
+    big_twin = second_image(test_image, tmp_path)
+    images = ("--adare-vm=debian:bullseye", f"--adare-vm={big_twin}")
     first = tmp_path / "first"
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-v", *images, f"--adare-artifacts={first}",
         timeout=INNER_TIMEOUT,
     )  # fmt: skip
     result.assert_outcomes(passed=4)
-    name = test_image if "/" not in test_image else "*"
     result.stdout.fnmatch_lines(
         [
-            f"*test_across.py::test_memory[[]{name}[]] PASSED*",
+            "*test_across.py::test_memory[[]debian-bullseye[]] PASSED*",
             "*test_across.py::test_memory[[]debian-big[]] PASSED*",
-            "*- adare: image matrix (2 tests x 2 images, 1 rows differ) -*",
+            "*- adare: image matrix (2 tests x 2 images, 2 rows differ) -*",
             "test_across.py::test_memory",
             "  verdict * passed * passed",
             "≠ record MemTotal MiB * [0-9]* * [0-9]*[*]",
-            "  record distribution * debian * debian *",
+            "≠ record distribution * debian 11 * debian 1[0-9][*]",
         ]
     )
+    document = json.loads((first / "adare-matrix.json").read_text())
+    facts = {image["name"]: image["facts"] for image in document["images"]}
+    assert facts["debian-bullseye"]["version"] == "11", facts
+    assert facts["debian-bullseye"]["distribution"] == "debian", facts
     memory = cells(first)["test_across.py::test_memory"]
     values = memory["cells"]
-    small, big = (values[i]["records"]["MemTotal MiB"] for i in values)
+    small, big = (values[i]["records"]["MemTotal MiB"] for i in ("debian-bullseye", "debian-big"))
     assert big > small + 100, values
-    assert memory["differences"] == [{"row": "record MemTotal MiB", "images": ["debian-big"]}]
+    assert memory["differences"] == [
+        {"row": "record MemTotal MiB", "images": ["debian-big"]},
+        {"row": "record distribution", "images": ["debian-big"]},
+    ]
 
     monkeypatch.setenv("FAIL_ON_IMAGE", "debian-big")
     second = tmp_path / "second"
@@ -97,7 +140,7 @@ def test_the_same_tests_on_two_images_then_a_baseline_under_xdist(
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*- adare: image matrix (2 tests x 2 images, 2 rows differ) -*",
+            "*- adare: image matrix (2 tests x 2 images, 3 rows differ) -*",
             f"*- adare: changes since {baseline} -*",
             "test_across.py::test_fails_where_told [[]debian-big[]] verdict: passed -> failed",
         ]
