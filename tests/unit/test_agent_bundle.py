@@ -140,3 +140,30 @@ def test_a_missing_gui_package_names_the_extra_to_install(
     with pytest.raises(ModuleNotFoundError) as plain:
         agent_bundle._package_dir("adare_no_such_other_pkg")
     assert "[gui]" not in str(plain.value)
+
+
+def test_a_second_start_reuses_the_bundle_until_a_source_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_adare.image import agent_bundle
+
+    package = tmp_path / "site" / "extra_agent_part"
+    package.mkdir(parents=True)
+    source = package / "__init__.py"
+    source.write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setattr(agent_bundle, "AGENT_PACKAGES",
+                        (*agent_bundle.AGENT_PACKAGES, "extra_agent_part"))  # fmt: skip
+    compiled: list[str] = []
+    real_compile = agent_bundle._compile
+    monkeypatch.setattr(agent_bundle, "_compile",
+                        lambda data, name: compiled.append(name) or real_compile(data, name))
+    first = build_agent_bundle()
+    assert "extra_agent_part/__init__.py" in compiled
+    compiled.clear()
+    assert build_agent_bundle() == first and compiled == []  # nothing compiled again
+    source.write_text("VALUE = 22\n")  # edited in place: another size
+    changed = build_agent_bundle()
+    assert changed.sha256 != first.sha256 and "extra_agent_part/__init__.py" in compiled
+    with zipfile.ZipFile(changed.path) as archive:
+        assert archive.read("extra_agent_part/__init__.py") == b"VALUE = 22\n"
