@@ -18,24 +18,28 @@ NO_IP_TOOL = 127
 NO_NIC = 3
 
 
-def join_command(port: LanPort, member: Member) -> str:
-    """Configure the NIC of ``port`` as ``member`` (static address, MAC, link up) and
-    set the hostname; prints the NIC's name."""
+def join_command(port: LanPort, member: Member, hosts: str) -> str:
+    """Configure the NIC of ``port`` as ``member`` (static address, MAC, link up), set
+    the hostname and ``/etc/hosts`` to ``hosts``; prints the NIC's name.
+
+    Two processes besides the shell (each one is slow under TCG): the NIC is found by a
+    glob, the hostname written to ``/proc``; the address and link go in two ``ip`` calls.
+    The saved ready state has the NIC down with no address, so nothing is flushed first.
+    """
     sysfs = f"/sys/bus/pci/devices/0000:00:{port.slot:02x}.0"
     address = f"{member.address}/{member.prefix}"
     return "\n".join([
         f"command -v ip >/dev/null 2>&1 || exit {NO_IP_TOOL}",
-        f"dev=$(ls {sysfs}/virtio*/net 2>/dev/null | head -n 1)",
+        "dev=",
+        f'for path in {sysfs}/virtio*/net/*; do [ -e "$path" ] && dev=${{path##*/}}; break; done',
         f'[ -n "$dev" ] || exit {NO_NIC}',
         "set -e",
-        'ip link set dev "$dev" down',
-        'ip addr flush dev "$dev"',
         'echo 1 > "/proc/sys/net/ipv6/conf/$dev/disable_ipv6" 2>/dev/null || true',
-        f'ip link set dev "$dev" address {member.mac}',
+        f'ip link set dev "$dev" address {member.mac} up',
         f'ip addr add {address} dev "$dev"',
-        'ip link set dev "$dev" up',
-        f"hostname {shlex.quote(member.name)}",
+        f"echo {shlex.quote(member.name)} > /proc/sys/kernel/hostname",
         f"echo {shlex.quote(member.name)} > /etc/hostname",
+        hosts_command(hosts),
         'echo "$dev"',
     ])  # fmt: skip
 

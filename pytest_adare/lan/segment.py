@@ -24,6 +24,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -169,9 +170,8 @@ class Lan:
         for lan in lans:
             lan._joined[name].vm = vm
         for lan in lans:
-            lan._configure(name)
-        for lan in lans:
-            lan._publish_hosts()
+            lan._configure(name)  # its address on each, and its /etc/hosts
+        self._publish_hosts(lans, vm)
         return vm
 
     def _check_open(self) -> None:
@@ -198,9 +198,8 @@ class Lan:
     def _configure(self, name: str) -> None:
         joined = self._joined[name]
         assert joined.vm is not None
-        result = joined.vm.guest.shell(
-            join_command(joined.port, joined.member), timeout=CONFIG_TIMEOUT
-        )
+        command = join_command(joined.port, joined.member, self._hosts_of(joined.vm))
+        result = joined.vm.guest.shell(command, timeout=CONFIG_TIMEOUT)
         if result.returncode == NO_IP_TOOL:
             raise LanError(
                 f"LAN member {name!r}: the guest has no 'ip' command (iproute2 or busybox) "
@@ -221,15 +220,30 @@ class Lan:
             )
             shared_loop().run(joined.capture.__aenter__())
 
-    def _publish_hosts(self) -> None:
-        for joined in self._joined.values():
-            if joined.vm is None:
-                continue
-            names: list[Member] = []
-            for lan in [self, *(other for other in self._siblings if other is not self)]:
-                if joined.vm in lan.members.values():
-                    names += [j.member for j in lan._joined.values() if j.vm is not None]
-            joined.vm.guest.succeed(hosts_command(hosts_file(names)), timeout=CONFIG_TIMEOUT)
+    def _hosts_of(self, vm: VM) -> str:
+        """The ``/etc/hosts`` of ``vm``: the members of every LAN it is on."""
+        names: list[Member] = []
+        for lan in self._siblings:
+            if vm in lan.members.values():
+                names += [j.member for j in lan._joined.values() if j.vm is not None]
+        return hosts_file(names)
+
+    def _publish_hosts(self, lans: Sequence[Lan], new: VM) -> None:
+        """Rewrite ``/etc/hosts`` on every other member of ``lans`` now that ``new`` is on
+        them, all at once (one round trip each, concurrently)."""
+        others: list[VM] = []
+        for lan in lans:
+            others += [vm for vm in lan.members.values() if vm is not new and vm not in others]
+        if not others:
+            return
+
+        async def publish() -> None:
+            await asyncio.gather(*(
+                vm.guest.aio.succeed(hosts_command(self._hosts_of(vm)), timeout=CONFIG_TIMEOUT)
+                for vm in others
+            ))  # fmt: skip
+
+        shared_loop().run(publish(), CONFIG_TIMEOUT + 5)
 
     # -- faults -------------------------------------------------------------------------
 

@@ -77,10 +77,12 @@ def test_names_must_be_hostnames_unique_and_fit_the_subnet() -> None:
 def test_the_join_command_finds_the_nic_by_pci_slot_and_checks_for_ip() -> None:
     port = lan_port(1, "02:00:00:00:01:01", socket="/s", peer="/p")
     member = LanPlan.create("10.77.0.0/24", 0).add("server")
-    command = join_command(port, member)
+    command = join_command(port, member, "127.0.0.1 localhost\n10.77.0.1 server\n")
     assert "command -v ip" in command.splitlines()[0]
-    assert "/sys/bus/pci/devices/0000:00:11.0/virtio*/net" in command
-    assert "ip addr add 10.77.0.1/24 dev" in command and "hostname server" in command
+    assert "/sys/bus/pci/devices/0000:00:11.0/virtio*/net/*" in command
+    assert "ip addr add 10.77.0.1/24 dev" in command
+    assert "echo server > /proc/sys/kernel/hostname" in command
+    assert "10.77.0.1 server" in command and "> /etc/hosts" in command
 
 
 def test_the_hub_forwards_to_the_others_and_taps_every_frame_once(private_dir: Path) -> None:
