@@ -207,11 +207,15 @@ class AsyncVM:
 
     def network_capture(
         self, path: str | Path, *, snaplen: int = CAPTURE_SNAPLEN,
-        max_bytes: int = CAPTURE_MAX_BYTES,
+        max_bytes: int = CAPTURE_MAX_BYTES, nic: str | None = None,
     ) -> AbstractAsyncContextManager[NetworkCapture]:  # fmt: skip
-        """``with vm.network_capture("net.pcap") as cap:`` the guest's traffic as pcap."""
+        """``with vm.network_capture("net.pcap") as cap:`` the guest's traffic as pcap:
+        one NIC's, ``nic`` (``net0``, ``lan0``, ...), by default the user-mode NIC, else
+        the first LAN NIC."""
         require(self.vm.machine, Capability.NETWORK_CAPTURE)
-        return self.vm.machine.network_capture(path, snaplen=snaplen, max_bytes=max_bytes)
+        return self.vm.machine.network_capture(
+            path, snaplen=snaplen, max_bytes=max_bytes, nic=nic
+        )
 
     async def dump_memory(
         self, path: str | Path, format: DumpFormat = "elf", *, resume: bool = True,

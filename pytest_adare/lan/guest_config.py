@@ -22,9 +22,11 @@ def join_command(port: LanPort, member: Member, hosts: str) -> str:
     """Configure the NIC of ``port`` as ``member`` (static address, MAC, link up), set
     the hostname and ``/etc/hosts`` to ``hosts``; prints the NIC's name.
 
-    Two processes besides the shell (each one is slow under TCG): the NIC is found by a
-    glob, the hostname written to ``/proc``; the address and link go in two ``ip`` calls.
-    The saved ready state has the NIC down with no address, so nothing is flushed first.
+    Few processes (each one is slow under TCG): the NIC is found by a glob, the
+    hostname written to ``/proc``, and three ``ip`` calls do the rest. The guest's init
+    may have put its user-network address on the NIC at boot (it is the only NIC a
+    member without internet has), so that is flushed first; the MAC changes while the
+    link is up (virtio-net allows it).
     """
     sysfs = f"/sys/bus/pci/devices/0000:00:{port.slot:02x}.0"
     address = f"{member.address}/{member.prefix}"
@@ -35,6 +37,7 @@ def join_command(port: LanPort, member: Member, hosts: str) -> str:
         f'[ -n "$dev" ] || exit {NO_NIC}',
         "set -e",
         'echo 1 > "/proc/sys/net/ipv6/conf/$dev/disable_ipv6" 2>/dev/null || true',
+        'ip addr flush dev "$dev"',
         f'ip link set dev "$dev" address {member.mac} up',
         f'ip addr add {address} dev "$dev"',
         f"echo {shlex.quote(member.name)} > /proc/sys/kernel/hostname",

@@ -85,6 +85,9 @@ def test_server_and_client(adare_lan, adare_artifacts):
     assert "network.pcap" in {f["name"] for f in bundle["files"]}  # its LAN NIC's traffic
     member_frames = segment_frames(adare_artifacts / "bundle" / "network.pcap")
     assert any(t.data.startswith(b"GET / HTTP") for t in tcp_of(member_frames))
+    with pytest.raises(ValueError, match="has no NIC 'net0'"):  # vm.network_capture(nic=)
+        with client.network_capture(adare_artifacts / "none.pcap", nic="net0"):
+            pass
 
     server.machine.kill()
     assert lan.dead_members() == ["server"]
