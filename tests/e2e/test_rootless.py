@@ -146,12 +146,6 @@ def _stop_session_daemon(runtime: Path) -> None:
             os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the session daemon puts the QGA channel's socket under ~/.config/libvirt/qemu/"
-    "channel/target/domain-N-<name>/, past the 108-byte limit of a socket path; the domain "
-    "XML must name a shorter source path (issue 29, open)",
-)
 def test_a_newcomers_tests_run_on_that_users_libvirt_session(
     rootless_build: RootlessBuild,
 ) -> None:
