@@ -64,6 +64,7 @@ def arguments(name: str, image: str, quick: bool) -> list[str]:
         "warm_start": (["--image", image], ["--image", image, "--runs", "1"]),
         "agent_perf": (["--image", image], ["--image", image, "--n", "20"]),
         "serial_link": (["--image", image], ["--image", image, "--mib", "2", "--uart-kib", "64"]),
+        "lan": (["--image", image], ["--image", image, "--megabytes", "5"]),
     }
     full, short = table.get(name, ([], []))
     return short if quick else full
@@ -231,6 +232,26 @@ COMPARISONS = (
         ("reboot", "clean_state_seconds", "median"),
         "s",
         True,
+    ),
+    Comparison(
+        "lan",
+        "warm start of a three-member LAN, first `lan.start` to the third resolving the others",
+        ("start", "three_warm_s"),
+        "the same three members' warm VM starts alone (floor)",
+        ("start", "vm_starts_s"),
+        "s",
+        True,
+        floor=True,
+    ),
+    Comparison(
+        "lan",
+        "TCP between two LAN members through the segment (python3 in both guests)",
+        ("throughput", "segment_mb_s"),
+        "the same transfer on the sender's own loopback (floor)",
+        ("throughput", "loopback_mb_s"),
+        "MB/s",
+        False,
+        floor=True,
     ),
     Comparison(
         "runtime",
