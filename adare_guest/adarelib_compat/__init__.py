@@ -7,7 +7,7 @@ adare collections start with imports such as::
     from adarelib.event.event import TestResult
     from adarelib.constants import StatusEnum
 
-Before a collection loads, :func:`adare_guest.testfunction_library.install_adarelib_alias`
+Before a collection loads, :func:`adare_guest.testfunctions.library.install_adarelib_alias`
 registers every module listed in :data:`ALIASED_MODULES` under its ``adarelib``
 name, so those imports resolve here, from sources and from the agent's zip
 bundle alike. Only what test functions use is provided; adare's host-side

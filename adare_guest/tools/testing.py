@@ -1,7 +1,7 @@
 """Test tools: upload test-function collections, set variables, run a test function.
 
 ``upload_testfunctions`` takes a base64 zip whose top-level directories are
-collections (``D/D.py``, see :mod:`adare_guest.testfunction_library`). The archive
+collections (``D/D.py``, see :mod:`adare_guest.testfunctions.library`). The archive
 comes from the host but is treated as hostile: it is refused *as a whole* when
 any member name is absolute, has a drive letter, a backslash or a ``..``
 component, is a symlink, or when the member count, the total uncompressed size
@@ -24,14 +24,18 @@ from typing import Any
 from adare_guest.archive import UnsafeArchive, extract_archive
 from adare_guest.config import AgentConfig
 from adare_guest.protocol import EventType
-from adare_guest.test_request import BadRunRequest, apply_expect_to_fail, parse_run_request
-from adare_guest.testfunction_library import TestFunctionLibrary, UnknownTestFunction
 from adare_guest.testfunctions import (
     DEFAULT_TEST_TIMEOUT,
     TestResult,
     TestStatus,
     arun_test_function,
     automatic_variables,
+)
+from adare_guest.testfunctions.library import TestFunctionLibrary, UnknownTestFunction
+from adare_guest.testfunctions.run_request import (
+    BadRunRequest,
+    apply_expect_to_fail,
+    parse_run_request,
 )
 from adare_guest.tools.base import AgentState, CallContext, ToolGroup, tool
 
@@ -117,7 +121,7 @@ class TestTools(ToolGroup):
         resolved_test_data: dict[str, Any] | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Run a test function, asked for in our form or adare's (:mod:`~adare_guest.test_request`).
+        """Run a test function, asked for in our form or adare's (:mod:`~.run_request`).
 
         Ours: ``test_name`` is ``collection.name`` (bare: ``standard.name``) and
         ``resolved_test_data`` its params plus the options ``variables``,

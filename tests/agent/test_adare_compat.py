@@ -365,7 +365,7 @@ def test_every_stock_collection_and_adarelib_load_from_a_zip_bundle(tmp_path: Pa
     probe = textwrap.dedent(
         """
         import sys, adare_guest
-        from adare_guest.testfunction_library import STOCK_COLLECTIONS, TestFunctionLibrary
+        from adare_guest.testfunctions.library import STOCK_COLLECTIONS, TestFunctionLibrary
         assert adare_guest.__file__.startswith(sys.argv[1]), adare_guest.__file__
         library = TestFunctionLibrary(None)
         for name in STOCK_COLLECTIONS:

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 
 import adare_guest
-from adare_guest.testfunction_library import (
-    TestFunctionLibrary,
-    UnknownTestFunction,
-    load_collection,
-)
 from adare_guest.testfunctions import (
     TestStatus,
     arun_test_function,
     run_test_function,
+)
+from adare_guest.testfunctions.library import (
+    TestFunctionLibrary,
+    UnknownTestFunction,
+    load_collection,
 )
 
 CHECKS = """
@@ -398,7 +398,7 @@ def test_stock_collection_loads_from_inside_a_zip_bundle(tmp_path: Path) -> None
     probe = textwrap.dedent(
         """
         import os, sys, adare_guest
-        from adare_guest.testfunction_library import TestFunctionLibrary
+        from adare_guest.testfunctions.library import TestFunctionLibrary
         from adare_guest.testfunctions import run_test_function
         assert adare_guest.__file__.startswith(sys.argv[1]), adare_guest.__file__
         collection, function = TestFunctionLibrary(None).resolve("standard.file_exists")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from adare_guest.archive import extract_archive
-from adare_guest.testfunction_library import load_collection
 from adare_guest.testfunctions import TestStatus, run_test_function
+from adare_guest.testfunctions.library import load_collection
 from pytest_adare.agent.testfunction_upload import (
     MAX_ZIP_BYTES,
     GuestTestWarning,

@@ -2,7 +2,7 @@
 
 ``@testfunction(name, description, category=..., execute_on_host=False)`` registers
 the function with the agent's own decorator, which marks it adare-style. Loading
-its collection (:mod:`adare_guest.testfunction_library`) then builds its ``ctx``
+its collection (:mod:`adare_guest.testfunctions.library`) then builds its ``ctx``
 from :class:`TestContext` here: our
 :class:`~adare_guest.testfunctions.TestContext` plus adare's helpers, which
 return adare's ``(value, message)`` tuples.

@@ -34,7 +34,7 @@ from typing import Any
 
 from adare_guest.adarelib_compat import ALIASED_MODULES
 from adare_guest.adarelib_compat.testset.api import TestContext as AdareTestContext
-from adare_guest.testfunctions import TestFunction, registered_test_function
+from adare_guest.testfunctions.functions import TestFunction, registered_test_function
 
 __all__ = [
     "STOCK_COLLECTION",

@@ -1,31 +1,8 @@
-"""Test functions: small checks that run inside the guest and report a verdict.
-
-A *collection* is a directory ``D`` holding ``D/D.py``; every function in it
-decorated with :func:`testfunction` is a test named ``D.<name>``::
-
-    # checks/checks.py
-    from adare_guest.testfunctions import TestContext, testfunction
-
-    @testfunction(description="the report was written")
-    def report_written(ctx: TestContext, path: str) -> str:
-        ctx.fail_if(not os.path.exists(path), f"{path} is missing")
-        ctx.warn_if(os.path.getsize(path) == 0, f"{path} is empty")
-        return f"{path} exists"
-
-Verdicts (:class:`TestStatus`): ``ctx.fail_if`` → FAILED, ``ctx.error_if`` →
-ERROR (the check could not be made), ``ctx.warn_if`` → WARNING (the test goes
-on), a plain ``assert`` → FAILED, any other exception → ERROR with the
-traceback. Otherwise SUCCESS, and the return value (``None``, a ``str`` or a
-list) becomes the details.
-
-Collections are loaded, and adare-style functions given adare's ``ctx``, by
-:mod:`adare_guest.testfunction_library`, which sits above this module and
-:mod:`adare_guest.adarelib_compat`: this one imports neither.
-
-Parameters may hold ``{{ name }}`` placeholders (:mod:`adare_guest.placeholders`):
-placeholders compared as plain text are substituted before the function runs;
-regex and tolerance placeholders are left for the check, which compares with
-``ctx.matches(actual, expected)``.
+"""Test functions, the mechanism: the :func:`testfunction` decorator, the
+:class:`TestContext` a function gets, its verdicts (:class:`TestStatus`,
+:class:`TestResult`) and running one bounded in time (:func:`run_test_function`).
+The package docstring (:mod:`adare_guest.testfunctions`) shows how a collection
+is written; this module imports neither the library nor adare's compatibility layer.
 """
 
 from __future__ import annotations
@@ -226,7 +203,7 @@ class TestFunction:
     ``adare_style`` functions (declared adare's way) may return any value, which
     becomes one line of details. ``context_class`` is what ``ctx`` is built
     from: this module's :class:`TestContext`; loading a collection
-    (:mod:`adare_guest.testfunction_library`) gives adare-style functions the
+    (:mod:`adare_guest.testfunctions.library`) gives adare-style functions the
     ``adarelib`` context, which adds adare's helper names.
     """
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from adare_guest.testfunctions import TestResult, TestStatus
+from adare_guest.testfunctions.functions import TestResult, TestStatus
 
 __all__ = [
     "ADARE_KEYS",
