@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adare_guest.tool_names import GET_STATUS
 from pytest_adare.errors import AdareError, ImageError, InfrastructureError
 from pytest_adare.plugin.options import VMRequest
 from pytest_adare.vm_options import READY_TAG, VMOptions
@@ -211,7 +212,7 @@ class VMPool:
             # Nothing to restore, but after an infrastructure error prove the agent
             # answers: a failing call makes prepare() replace the VM.
             if pooled.suspect:
-                vm.guest.call("get_status")
+                vm.guest.call(GET_STATUS)
             return ""
         # "snapshot" without a saved ready state is first a "reboot": a state saved from
         # a used guest would hand every later test what this one left behind.
