@@ -55,7 +55,10 @@ def _parser() -> argparse.ArgumentParser:
     enter = commands.add_parser("shell", help="a shell in NAME, or run CMD after --")
     enter.add_argument("name")
     enter.add_argument("--user", help="as this guest user (default: root)")
-    enter.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ...: run it and exit")
+    # What follows ``--`` is split off before parsing (main): argparse's REMAINDER took
+    # options after NAME (``shell vm0 --user u``) as the command, and its "*" drops
+    # every ``--`` of the command's own arguments.
+    enter.add_argument("cmd", nargs="*", help="-- CMD ...: run it and exit")
     stop = commands.add_parser("stop", help="stop NAME")
     stop.add_argument("name")
     screen = commands.add_parser("screen", help="write NAME's screen as a PNG")
@@ -66,7 +69,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``adare-vm`` console script."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    command_words: list[str] = []
+    if "--" in words:
+        at = words.index("--")
+        words, command_words = words[:at], words[at + 1 :]
+    args = parser.parse_args(words)
+    if command_words and args.command != "shell":
+        parser.error(f"only shell runs a command after --, not {args.command}")
     try:
         if args.command == "run":
             return _run(args)
@@ -74,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _list(args)
         entry = registry.find(args.name)
         if args.command == "shell":
-            command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+            command = [*args.cmd, *command_words]
             return asyncio.run(shell(entry.socket, command or None, user=args.user))
         if args.command == "stop":
             asyncio.run(request(entry.socket, "stop"))

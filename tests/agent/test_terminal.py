@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pwd
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +29,8 @@ from pytest_adare.agent.serial_client import SerialAgentClient
 from pytest_adare.agent.terminal import RemoteTerminal
 from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.errors import AgentUnreachable, ToolError
+from pytest_adare.interactive import registry
+from pytest_adare.interactive.owner import OwnerServer
 
 pytestmark = pytest.mark.asyncio
 
@@ -222,3 +227,49 @@ async def test_the_terminal_tool_needs_the_token(agent: AdareVMServer) -> None:
         assert await asyncio.wait_for(terminal.wait(), WAIT) == 0
     finally:
         await client.close()
+
+
+class LocalReach:
+    """An owner's view of this host's agent (what ``adare-vm run`` serves of a VM)."""
+
+    def __init__(self, connection: CallRouter) -> None:
+        self._connection = connection
+
+    def connection(self) -> CallRouter:
+        return self._connection
+
+    async def screen_png(self) -> bytes:
+        raise NotImplementedError
+
+
+async def test_adare_vm_shell_takes_user_after_the_name_and_the_commands_own_dashes(
+    connection: CallRouter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``adare-vm shell NAME --user U -- CMD``: the option is adare-vm's, not the
+    command's (it once became the command: ``exec: --user: not found``), and what
+    follows ``--`` is the command's, its own ``--`` and options included."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    entry = registry.claim(
+        "vm", registry.Entry(name="", image="local", owner="test", owner_pid=os.getpid())
+    )
+    server = OwnerServer(LocalReach(connection), entry.socket, lambda: None)
+    await server.start()
+    me = pwd.getpwuid(os.geteuid()).pw_name
+
+    async def adare_vm_shell(*args: str) -> tuple[int | None, str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "pytest_adare.interactive.cli", "shell", *args,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        out, _ = await asyncio.wait_for(proc.communicate(), WAIT)
+        return proc.returncode, out.decode()
+
+    try:
+        script = ["sh", "-c", 'echo "$(id -un) $*"', "sh", "--", "-x", "--user", "y"]
+        expected = (0, f"{me} -- -x --user y\n")
+        assert await adare_vm_shell(entry.name, "--user", me, "--", *script) == expected
+        assert await adare_vm_shell("--user", me, entry.name, "--", *script) == expected
+        assert await adare_vm_shell(entry.name, "--", "sh", "-c", "exit 7") == (7, "")
+    finally:
+        await server.close()
+        registry.remove(entry.name)
