@@ -3,7 +3,9 @@
 One VM for the module. The image is ``$ADARE_TEST_DESKTOP_IMAGE``, else the built-in
 ``debian-desktop`` (built on first use; see ``image_under_test.py``). Its init starts X,
 openbox and an xterm that has the keyboard focus; what is typed is verified through
-files the typed commands write, read back with ``guest.shell``.
+files the typed commands write, read back with ``guest.shell``. The same VM, registered
+as ``adare-vm run`` registers its own, is entered with ``adare-vm shell`` as root and as
+the desktop's user.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 import pytest
 from image_under_test import desktop_image_under_test
 from PIL import Image
+from terminal_checks import check_terminal, registered
 
 from pytest_adare import launch
 from pytest_adare.agent.desktop_ready import await_focused_window
@@ -168,3 +171,13 @@ def test_host_side_screendump_and_typing_reach_the_terminal(
 def test_host_side_typing_delivers_500_characters(host_side: Guest) -> None:
     text = "".join(random.Random(501).choices(TYPEABLE, k=500))
     assert type_and_read_back(host_side, "/tmp/host-long.txt", text) == text + "\n"
+
+
+def test_adare_vm_shell_as_root_and_as_the_desktop_user(vm: VM, desktop: Guest) -> None:
+    """The terminal on the desktop image: scripted and on a pty, Ctrl-C reaching the
+    guest's ``sleep``, as root and as ``guest.user`` (the user whose X session runs)."""
+    user = desktop.user.name
+    assert user != "root"
+    with registered(vm, "debian-desktop") as name:
+        check_terminal(name, None, "root")
+        check_terminal(name, user, user)

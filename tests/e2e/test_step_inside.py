@@ -13,11 +13,8 @@ handed to a keeper, after pytest exited. The boots after the first are warm star
 from __future__ import annotations
 
 import os
-import pty
 import re
-import select
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -26,70 +23,18 @@ from pathlib import Path
 
 import pytest
 from image_under_test import image_under_test
+from terminal_checks import ADARE_VM, WAIT, PtyProcess, adare_vm
 
 from pytest_adare.interactive import registry
 
 pytestmark = pytest.mark.e2e
 
-ADARE_VM = [sys.executable, "-m", "pytest_adare.interactive.cli"]
 BOOT_WAIT = 300.0
-WAIT = 60.0
-
-
-class PtyProcess:
-    """A program with a pty as its terminal; its output collected as it is read."""
-
-    def __init__(self, argv: list[str], cwd: Path | None = None) -> None:
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:
-            if cwd is not None:
-                os.chdir(cwd)
-            os.execvp(argv[0], argv)
-        self.output = b""
-
-    def expect(self, pattern: bytes, timeout: float = WAIT) -> re.Match[bytes]:
-        deadline = time.monotonic() + timeout
-        while (found := re.search(pattern, self.output)) is None:
-            remaining = deadline - time.monotonic()
-            ready, _, _ = select.select([self.fd], [], [], max(0.0, remaining))
-            if not ready:
-                raise AssertionError(f"no {pattern!r} in {timeout} s: {self.output[-2000:]!r}")
-            try:
-                self.output += os.read(self.fd, 65536)
-            except OSError:
-                raise AssertionError(f"ended before {pattern!r}: {self.output[-2000:]!r}") from None
-        return found
-
-    def type(self, data: bytes) -> None:
-        os.write(self.fd, data)
-
-    def wait(self, timeout: float = WAIT) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with_output = select.select([self.fd], [], [], 0.2)[0]
-            if with_output:
-                try:
-                    self.output += os.read(self.fd, 65536)
-                except OSError:
-                    pass
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                os.close(self.fd)
-                return os.waitstatus_to_exitcode(status)
-        os.kill(self.pid, signal.SIGKILL)
-        raise AssertionError(f"still running after {timeout} s: {self.output[-2000:]!r}")
 
 
 def qemu_children_of(pid: int) -> list[int]:
     found = subprocess.run(["pgrep", "-P", str(pid), "qemu"], capture_output=True, text=True)
     return [int(p) for p in found.stdout.split()]
-
-
-def adare_vm(*args: str) -> subprocess.CompletedProcess[str]:
-    argv = [*ADARE_VM, *args]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    return subprocess.run(argv, capture_output=True, text=True, timeout=WAIT, env=env)
 
 
 @pytest.fixture(scope="module")
