@@ -1,19 +1,21 @@
 """A two-image matrix beside the same tests on one image (JSON on stdout).
 
-    python bench/matrix.py [--image debian] [--tests 4] [--runs 1]
+    python bench/matrix.py [--images debian:bullseye,debian:bookworm] [--runs 1]
+                           [--tests conftest_examples/test_forensic.py]
 
-Writes ``--tests`` tests (each one ``guest.shell`` and an ``adare_record``) and runs
-them with ``pytest``: on ``--image`` alone, on it and a copy of its manifest under
-another name (a second image of the matrix: its own VM, its own warm states), and the
-same two under ``-n 2 --dist loadgroup`` (one image per worker). Each is a whole pytest
-session, VM start-ups included; the medians of ``--runs`` wall times in seconds.
+Runs the ``--tests`` file (default: the forensic example) with ``pytest`` the way a
+user does: on the last of ``--images`` alone, on all of them (a matrix: each image its
+own VM and warm states), and on all of them under ``-n 2 --dist loadgroup`` (one image
+per worker). Each is a whole pytest session, VM start-ups included; the medians of
+``--runs`` wall times in seconds. A first matrix session, timed on its own, builds what
+is missing and saves every image's warm state.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -22,25 +24,9 @@ import time
 from pathlib import Path
 
 from pytest_adare.image.resolve import resolve_image
+from pytest_adare.qemu.accel import choose_accel
 
-TEST = """
-def test_{n}(guest, adare_record):
-    adare_record("kernel", guest.shell("uname -r").check().stdout.strip())
-"""
-
-
-def copy_of(image: str, folder: Path) -> Path:
-    """``image``'s manifest under the name ``copy`` (same disk, kernel and memory)."""
-    manifest = resolve_image(image)
-    assert manifest.path is not None, f"{image} has no manifest to copy"
-    data = json.loads(manifest.path.read_text())
-    for key in ("disk", "kernel", "initrd"):
-        if data.get(key):
-            data[key] = str((manifest.path.parent / data[key]).resolve())
-    data["name"] = "copy"
-    folder.mkdir()
-    (folder / "adare-image.json").write_text(json.dumps(data))
-    return folder
+REPO = Path(__file__).resolve().parents[1]
 
 
 def session_s(project: Path, *args: str) -> float:
@@ -54,30 +40,37 @@ def session_s(project: Path, *args: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--image", default=os.environ.get("ADARE_BENCH_IMAGE", "debian"))
-    parser.add_argument("--tests", type=int, default=4)
+    parser.add_argument("--images", default="debian:bullseye,debian:bookworm")
+    parser.add_argument("--tests", type=Path, default=REPO / "conftest_examples/test_forensic.py")
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args(argv)
+    images = [image for image in args.images.split(",") if image]
+    # Built (or found in the cache) before any session is timed; the accelerator each
+    # image's kernel gets (the verdicts the sessions' probes left).
+    manifests = [resolve_image(image) for image in images]
+    accels = {choose_accel(probe_kernel=m.kernel).accel for m in manifests}
     with tempfile.TemporaryDirectory(prefix="adare-bench-matrix-") as tmp:
         project = Path(tmp)
-        (project / "test_matrix.py").write_text(
-            "".join(TEST.format(n=n) for n in range(args.tests))
-        )
-        second = copy_of(args.image, project / "copy")
-        one = ["--adare-vm", args.image]
-        two = [*one, "--adare-vm", str(second)]
+        tests = project / args.tests.name
+        shutil.copy(args.tests, tests)
+        every = [f"--adare-vm={image}" for image in images]
         sessions = {
-            "one_image_s": one,
-            "two_images_s": two,
-            "two_images_n2_s": [*two, "-n", "2", "--dist", "loadgroup"],
+            "one_image_s": [every[-1], tests.name],
+            "two_images_s": [*every, tests.name],
+            "two_images_n2_s": [*every, tests.name, "-n", "2", "--dist", "loadgroup"],
         }
+        first = session_s(project, *sessions["two_images_s"])
         times: dict[str, list[float]] = {name: [] for name in sessions}
-        session_s(project, *two)  # the first session saves both images' warm states
         for _ in range(args.runs):
             for name, session_args in sessions.items():
                 times[name].append(session_s(project, *session_args))
     result = {name: round(statistics.median(values), 2) for name, values in times.items()}
-    print(json.dumps({"image": args.image, "tests": args.tests, "runs": args.runs, **result}))
+    print(json.dumps({
+        "images": images, "tests": args.tests.name, "runs": args.runs,
+        "accel": "/".join(sorted(accels)),
+        "first_two_images_s": round(first, 2), **result,
+        "two_over_one": round(result["two_images_s"] / result["one_image_s"], 2),
+    }))  # fmt: skip
     return 0
 
 
