@@ -139,7 +139,8 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "vm",
         "guest image: an adare-image.json manifest, its directory, a disk image, a recipe "
-        "(.toml), or a built-in name (debian, debian-desktop); recipes and built-in images "
+        "(.toml), or a built-in name (debian, debian-desktop, either with a Debian suite: "
+        "debian:bullseye); recipes and built-in images "
         "are built on first use and cached. Given several "
         "times (ini: one per line), every VM test runs once per image, its short name in "
         "the test id. Without it, tests that need a VM are skipped.",
@@ -147,7 +148,8 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
         doc_values="a manifest `adare-image.json`, its directory, a disk (qcow2, raw, vmdk, "
         "vdi, vhdx, vpc), a recipe `.toml` "
         "([images](images.md#recipes-your-software-in-the-guest)), or `debian` / "
-        "`debian-desktop`; several: a matrix, every VM test once per image "
+        "`debian-desktop`, either with a Debian suite (`debian:bullseye`, `debian:trixie`); "
+        "several: a matrix, every VM test once per image "
         "([matrix](matrix.md))",
         doc_default="none: VM tests skip",
     ),
