@@ -3,7 +3,7 @@
 On one image it is a test like any other; across releases it shows the artifact side
 by side, with the cells that differ marked (docs/matrix.md):
 
-    pytest --adare-vm=debian --adare-vm=images/debian-13/ test_across_versions.py
+    pytest --adare-vm=debian:bullseye --adare-vm=debian:bookworm test_across_versions.py
 """
 
 from pytest_adare.guest import Guest
