@@ -94,9 +94,9 @@ def cached_image(
     manifest = target / MANIFEST_NAME
     if manifest.is_file():
         return manifest
-    check_suite(recipe.suite, mirror)
     say = progress or (lambda line: None)
-    lock = build_lock(target, f"building {recipe.name}", lock_timeout)
+    lock = build_lock(target, f"building {recipe.name}", lock_timeout)  # opened on entry
+    check_suite(recipe.suite, mirror)
     say(
         f"image {recipe.name} is not cached at {target}; building it (or waiting for "
         "the process that is)"

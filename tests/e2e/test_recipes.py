@@ -37,6 +37,8 @@ def adare_image(*argv: str, cache: Path | None = None) -> subprocess.CompletedPr
 
 def image_dirs(cache: Path) -> list[str]:
     images = cache / "pytest-adare/images"
+    if not images.is_dir():  # refused before anything was built or locked
+        return []
     return sorted(p.name for p in images.iterdir() if not p.name.endswith(".lock"))
 
 
