@@ -7,8 +7,9 @@ first boot probes KVM on the disk itself; the later ones reuse its verdict) and 
 shell + file-system diff + pull + snapshot isolation; three variants boot in the form
 another hypervisor exports (VDI, VHDX, VPC, VMDK), converted once to qcow2 by the plugin;
 two have a firewall that drops inbound connections (ufw; nftables), which the plugin
-opens for the agent's port. The failures that must be fast and clear are checked with
-``launch()`` and ``adare-image check``.
+opens for the agent's port; on one disk of each agent delivery (QGA, cloud-init) the
+terminal (``adare-vm shell``) works as root and as other users. The failures that must
+be fast and clear are checked with ``launch()`` and ``adare-image check``.
 
 Eight boots in all (a TCG boot of a systemd guest takes ~40 s on a quiet host, a
 cloud-init first boot ~150 s); the two failures end in ~35 s and ~70 s.
@@ -16,6 +17,7 @@ cloud-init first boot ~150 s); the two failures end in ~35 s and ~70 s.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -50,6 +52,22 @@ def test_3_firewall_state(guest):
     print("FIREWALL<<" + rules + ">>FIREWALL")
 """
 
+# The terminal (adare-vm shell) on the agent this delivery started, as root, as
+# guest.user and as a user made here; terminal_checks.py is on the inner PYTHONPATH.
+TERMINAL_SCENARIO = """
+from terminal_checks import check_terminal, registered
+
+def test_4_terminal_as_root_and_as_users(guest, adare_vm):
+    guest.shell("useradd --create-home --shell /bin/bash adare-tester").check()
+    with registered(adare_vm, "distro disk") as name:
+        check_terminal(name, None, "root")
+        check_terminal(name, guest.user.name, guest.user.name)
+        check_terminal(name, "adare-tester", "adare-tester")
+"""
+TERMINAL_VARIANTS = {"uefi-qga.vdi", "uefi-cloud"}
+"""One variant per agent delivery (QGA, cloud-init) also runs the terminal: seconds,
+not a boot."""
+
 
 @pytest.fixture(scope="module")
 def disks() -> Path:
@@ -68,6 +86,10 @@ def inner(
     pytester: pytest.Pytester, fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[pytest.Pytester]:
     monkeypatch.setenv("XDG_CACHE_HOME", str(fresh_cache))
+    here = str(Path(__file__).parent)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+    )
     pytester.makepyfile(test_scenario=SCENARIO)
     yield pytester
 
@@ -110,12 +132,15 @@ def test_a_distro_disk_boots_through_the_plugin(
     ``nft list ruleset`` / ``iptables -S INPUT``, and the install's progress line);
     a guest without an active firewall must show no rule for the port."""
     disk = disks / (variant if "." in variant else f"{variant}.qcow2")
+    terminal = variant in TERMINAL_VARIANTS
+    if terminal:
+        inner.makepyfile(test_scenario=SCENARIO + TERMINAL_SCENARIO)
     result = inner.runpytest_subprocess(
         "-p", "no:cacheprovider", "-v", "-s", f"--adare-vm={disk}",
         "--adare-accel=auto", timeout=INNER_TIMEOUT,
     )  # fmt: skip
     output = result.stdout.str()
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=4 if terminal else 3)
     assert firmware in output and delivery in output
     rules = output.split("FIREWALL<<", 1)[1].split(">>FIREWALL", 1)[0]
     for shown in firewall:
@@ -173,6 +198,7 @@ def test_check_on_a_disk_without_python3_names_the_channel_and_the_missing_pytho
 
 def test_the_disks_are_what_distributions_ship(disks: Path) -> None:
     """GPT + ESP for UEFI, MBR with boot code for BIOS, as ``sfdisk`` reads them."""
+
     def table(variant: str) -> str:
         raw = disks / f"{variant}.head.raw"
         subprocess.run(["qemu-img", "convert", "-O", "raw", str(disks / f"{variant}.qcow2"),
