@@ -45,6 +45,7 @@ from adare_guest.binary_transfer import (
     Transfers,
     encode_transfer_frame,
 )
+from adare_guest.testfunctions.functions import SESSION_ENV
 
 log = logging.getLogger("adare_guest.terminal")
 
@@ -123,10 +124,34 @@ def check_size(rows: int, cols: int) -> None:
         raise TerminalError(f"window size must be 1..65535 rows and columns, got {rows}x{cols}")
 
 
+def session_environment(user: str, session_env: str = SESSION_ENV) -> dict[str, str]:
+    """The desktop session's environment when ``user`` is its user, else ``{}``.
+
+    The built-in desktop describes its session in ``session_env`` (``KEY=VALUE``
+    lines: ``DISPLAY``, ``DBUS_SESSION_BUS_ADDRESS``, ``XDG_RUNTIME_DIR``...), so a
+    terminal as that user reaches the screen and the session bus, as ``guest.user.run``
+    does. ``TERM`` and ``SHELL`` stay the terminal's own.
+    """
+    found: dict[str, str] = {}
+    try:
+        with open(session_env, encoding="utf-8") as handle:
+            for line in handle:
+                key, sep, value = line.rstrip("\n").partition("=")
+                if sep and key and key not in ("TERM", "SHELL"):
+                    found[key] = value
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return found if found.get("USER") == user else {}
+
+
 def user_environment(
-    user: str | None, term: str, extra: dict[str, str] | None
+    user: str | None,
+    term: str,
+    extra: dict[str, str] | None,
+    session_env: str = SESSION_ENV,
 ) -> tuple[dict[str, str], dict[str, Any], str, str]:
-    """The child's environment, Popen user kwargs, home and login shell for ``user``.
+    """The child's environment, Popen user kwargs, home and login shell for ``user``
+    (with the desktop session's environment when ``user`` is the session's user).
 
     :raise TerminalError: no such user, or switching needs root.
     """
@@ -158,6 +183,7 @@ def user_environment(
     }
     if entry.pw_uid != 0 and os.path.isdir(f"/run/user/{entry.pw_uid}"):
         env["XDG_RUNTIME_DIR"] = f"/run/user/{entry.pw_uid}"
+    env.update(session_environment(entry.pw_name, session_env))
     env.update(extra or {})
     return env, switch, home, shell
 

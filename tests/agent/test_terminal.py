@@ -23,7 +23,7 @@ import pytest_asyncio
 from test_serial_transport import PtyAgent, pty_agent  # noqa: F401 (a fixture)
 
 from adare_guest.server import AdareVMServer
-from adare_guest.terminal import READ_SIZE
+from adare_guest.terminal import READ_SIZE, user_environment
 from pytest_adare.agent.call_router import CallRouter
 from pytest_adare.agent.serial_client import SerialAgentClient
 from pytest_adare.agent.terminal import RemoteTerminal
@@ -273,3 +273,23 @@ async def test_adare_vm_shell_takes_user_after_the_name_and_the_commands_own_das
     finally:
         await server.close()
         registry.remove(entry.name)
+
+
+async def test_a_terminal_as_the_desktop_sessions_user_gets_the_sessions_environment(
+    tmp_path: Path,
+) -> None:
+    """The built-in desktop's session file: its user's terminal reaches the screen and
+    the session bus (as ``guest.user.run`` does); another user's gets none of it."""
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    session = tmp_path / "session.env"
+    session.write_text(
+        f"USER={me}\nDISPLAY=:0\nDBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus\n"
+        "XDG_SESSION_TYPE=x11\nSHELL=/bin/false\nTERM=vt102\n"
+    )
+    env, _, _, shell = user_environment(me, "xterm-256color", {"EXTRA": "1"}, str(session))
+    assert env["DISPLAY"] == ":0" and env["XDG_SESSION_TYPE"] == "x11"
+    assert env["DBUS_SESSION_BUS_ADDRESS"] == "unix:path=/run/user/1000/bus"
+    assert (env["TERM"], env["SHELL"], env["EXTRA"]) == ("xterm-256color", shell, "1")
+    session.write_text("USER=someone-else\nDISPLAY=:0\n")
+    assert "DISPLAY" not in user_environment(me, "xterm", None, str(session))[0]
+    assert "DISPLAY" not in user_environment(me, "xterm", None, str(tmp_path / "none"))[0]

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from image_under_test import desktop_image_under_test
 from PIL import Image
-from terminal_checks import check_terminal, registered
+from terminal_checks import adare_vm, check_terminal, registered
 
 from pytest_adare import launch
 from pytest_adare.agent.desktop_ready import await_focused_window
@@ -34,6 +34,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 FILE_TIMEOUT = 60  # typed text reaches the file through X, xterm and the shell
 TYPEABLE = string.ascii_letters + string.digits + string.punctuation + " "
+SESSION_PROBE = 'xset q >/dev/null && echo "$DISPLAY ${DBUS_SESSION_BUS_ADDRESS#unix:path=}"'
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +182,6 @@ def test_adare_vm_shell_as_root_and_as_the_desktop_user(vm: VM, desktop: Guest) 
     with registered(vm, "debian-desktop") as name:
         check_terminal(name, None, "root")
         check_terminal(name, user, user)
+        # In the user's session, as guest.user.run: the screen and the session bus.
+        session = adare_vm("shell", name, "--user", user, "--", "sh", "-c", SESSION_PROBE)
+        assert (session.returncode, session.stdout) == (0, f":0 /run/user/{desktop.user.uid}/bus\n")
