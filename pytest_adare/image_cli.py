@@ -1,6 +1,7 @@
 """``adare-image``: build the built-in Debian images and recipes, check that an image boots.
 
-    adare-image build debian [--desktop] [--out DIR] [--suite bookworm] [--mirror URL]
+    adare-image build debian[:SUITE] [--desktop] [--out DIR] [--suite bookworm] [--mirror URL]
+    adare-image build debian-desktop[:SUITE] [--out DIR]
     adare-image build RECIPE.toml [--force] [--flatten]
     adare-image build debian [--desktop] --install PKG,PKG [--provision COMMAND] [--name N]
     adare-image check PATH [--accel auto|tcg|kvm] [--timeout SECONDS]
@@ -26,19 +27,24 @@ from pathlib import Path
 from pytest_adare.errors import AdareError, ImageError
 from pytest_adare.image.build import build_image
 from pytest_adare.image.cache import cached_image, image_dir
-from pytest_adare.image.manifest import ImageManifest
+from pytest_adare.image.manifest import BUILTIN_IMAGES, ImageManifest
 from pytest_adare.image.recipe import DEFAULT_MIRROR, DEFAULT_SUITE, debian_recipe
 from pytest_adare.image.recipe_build import BuildRequest, recipe_image
 from pytest_adare.image.recipe_file import ImageRecipe, check_packages, is_recipe, load_recipe
 from pytest_adare.image.resolve import resolve_image
+from pytest_adare.image.suites import check_suite, split_suite
 from pytest_adare.vm_options import VMOptions
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="adare-image", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    build = commands.add_parser("build", help="build a built-in image (as root)")
-    build.add_argument("name", help="debian (the built-in image), or a recipe file (.toml)")
+    build = commands.add_parser("build", help="build a built-in image or a recipe")
+    build.add_argument(
+        "name",
+        help="debian or debian-desktop (the built-in images, each optionally :SUITE, "
+        "e.g. debian:bullseye), or a recipe file (.toml)",
+    )
     build.add_argument(
         "--desktop",
         action="store_true",
@@ -103,7 +109,9 @@ def _one_line_recipe(args: argparse.Namespace) -> ImageRecipe | None:
         if args.image_name:
             raise ImageError("--name names a one-line recipe: give --install or --provision")
         return None
-    base = "debian-desktop" if args.desktop else "debian"
+    base = ("debian-desktop" if args.desktop else "debian") + (
+        f":{args.suite}" if args.suite != DEFAULT_SUITE else ""
+    )
     return ImageRecipe(
         name=args.image_name or f"{base}-custom",
         base=base,
@@ -116,8 +124,11 @@ def _build_recipe(args: argparse.Namespace, recipe: ImageRecipe | Path) -> int:
     # Deferred: a recipe over a user's disk boots it (the whole VM layer).
     from pytest_adare.image_provision import build_on_disk
 
-    if args.out is not None or args.suite != DEFAULT_SUITE:
-        raise ImageError("--out and --suite are for the built-in image; a recipe is cached")
+    if args.out is not None or (isinstance(recipe, Path) and args.suite != DEFAULT_SUITE):
+        raise ImageError(
+            "--out and --suite are for the built-in image; a recipe is cached (its base "
+            "names the suite: base = \"debian:bullseye\")"
+        )
     loaded = load_recipe(recipe) if isinstance(recipe, Path) else recipe
     manifest = recipe_image(
         loaded,
@@ -130,19 +141,39 @@ def _build_recipe(args: argparse.Namespace, recipe: ImageRecipe | Path) -> int:
     return 0
 
 
+def _builtin(args: argparse.Namespace) -> tuple[bool, str]:
+    """``(desktop, suite)`` of the built-in name given (``debian``, ``debian-desktop``, each
+    optionally ``:SUITE``), the way ``--adare-vm`` spells it, or of ``--desktop``/``--suite``.
+
+    :raise ImageError: another name, or two different suites.
+    """
+    named = split_suite(args.name)
+    name, suite = named if named is not None else (args.name, args.suite)
+    if name not in BUILTIN_IMAGES:
+        raise ImageError(
+            f"cannot build {args.name!r}: give a built-in image ({', '.join(BUILTIN_IMAGES)}, "
+            "each optionally :SUITE, e.g. debian:bullseye) or a recipe (.toml)"
+        )
+    if named is not None and args.suite not in (DEFAULT_SUITE, suite):
+        raise ImageError(
+            f"{args.name!r} names suite {suite!r} and --suite {args.suite!r}: give one"
+        )
+    return args.desktop or name == "debian-desktop", suite
+
+
 def _build(args: argparse.Namespace) -> int:
     if is_recipe(args.name):
         return _build_recipe(args, Path(args.name))
-    if args.name != "debian":
-        raise ImageError(
-            f"cannot build {args.name!r}: give debian (the built-in image) or a recipe (.toml)"
-        )
+    desktop, suite = _builtin(args)
+    args.desktop, args.suite = desktop, suite
     if (one_line := _one_line_recipe(args)) is not None:
         return _build_recipe(args, one_line)
-    recipe = debian_recipe(desktop=args.desktop, suite=args.suite)
+    recipe = debian_recipe(desktop=desktop, suite=suite)
     if args.out is not None:
+        check_suite(suite, args.mirror)
         manifest = build_image(recipe, args.out, mirror=args.mirror, progress=_say)
     elif args.force:
+        check_suite(suite, args.mirror)
         manifest = build_image(recipe, image_dir(recipe), mirror=args.mirror, progress=_say)
     else:
         manifest = cached_image(recipe, mirror=args.mirror, progress=_say)

@@ -209,7 +209,11 @@ def test_the_one_line_form_and_bad_names_on_the_command_line(
     assert main(["build", "debian", "--name", "x"]) == 1
     assert "--name names a one-line recipe" in capsys.readouterr().err
     assert main(["build", "windows"]) == 1
-    assert "give debian (the built-in image) or a recipe" in capsys.readouterr().err
+    assert "give a built-in image (debian, debian-desktop, each optionally :SUITE" in (
+        capsys.readouterr().err
+    )
+    assert main(["build", "debian:bullseye", "--suite", "trixie"]) == 1
+    assert "names suite 'bullseye' and --suite 'trixie': give one" in capsys.readouterr().err
     one_line = extended_recipe(flattened(load_recipe(write_recipe(tmp_path, (
         'base = "debian-desktop"\nname = "debian-desktop-custom"\n'
         'install = ["pcmanfm", "mousepad"]\nprovision = ["true"]\n'
@@ -251,3 +255,19 @@ def test_the_build_leaves_no_agent_history_journal_or_caches_and_powers_off() ->
 def test_a_recipe_given_to_the_plugin_is_a_path_even_before_it_exists(tmp_path: Path) -> None:
     assert _image_spec("fm.toml", "command line", tmp_path) == str(tmp_path / "fm.toml")
     assert _image_spec("debian-desktop", "command line", tmp_path) == "debian-desktop"
+
+
+def test_the_command_line_takes_a_built_in_name_as_the_plugin_spells_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    images = images_root()
+    for argv, recipe in (
+        (["debian-desktop:bullseye"], debian_recipe(desktop=True, suite="bullseye")),
+        (["debian", "--desktop", "--suite", "bullseye"], debian_recipe(True, "bullseye")),
+        (["debian:trixie"], debian_recipe(suite="trixie")),
+    ):
+        target = images / f"{recipe.name}-{recipe.recipe_hash()}"
+        manifest = target / "adare-image.json" if target.exists() else _fake_cached(target)
+        assert main(["build", *argv]) == 0, capsys.readouterr().err
+        assert str(manifest) in capsys.readouterr().out
