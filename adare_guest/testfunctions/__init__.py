@@ -32,34 +32,8 @@ regex and tolerance placeholders are left for the check, which compares with
 
 from __future__ import annotations
 
-from adare_guest.testfunctions.functions import (
-    DEFAULT_TEST_TIMEOUT,
-    SupportsTestResult,
-    TestContext,
-    TestError,
-    TestFailed,
-    TestFunction,
-    TestResult,
-    TestStatus,
-    arun_test_function,
-    automatic_variables,
-    registered_test_function,
-    run_test_function,
-    testfunction,
-)
+# The public names are functions.py's own ``__all__``: one list to keep.
+from adare_guest.testfunctions import functions as _functions
+from adare_guest.testfunctions.functions import *  # noqa: F403
 
-__all__ = [
-    "DEFAULT_TEST_TIMEOUT",
-    "SupportsTestResult",
-    "TestContext",
-    "TestError",
-    "TestFailed",
-    "TestFunction",
-    "TestResult",
-    "TestStatus",
-    "arun_test_function",
-    "automatic_variables",
-    "registered_test_function",
-    "run_test_function",
-    "testfunction",
-]
+__all__ = list(_functions.__all__)
