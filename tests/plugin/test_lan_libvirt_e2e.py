@@ -12,16 +12,13 @@ put the built-in console image's domains (TCG, cold boots) on an isolated libvir
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-
 import pytest
 
 from tests.plugin.test_libvirt_backend_e2e import (
     INNER_TIMEOUT,
     _ours,
     _virsh,
+    killed_run,
     libvirt_system,  # noqa: F401  (the fixture that starts the daemon when none runs)
 )
 
@@ -104,24 +101,7 @@ def _networks() -> set[str]:
 def _killed_run_leaves_a_domain_and_a_network(
     pytester: pytest.Pytester, test_image: str, uri: str
 ) -> tuple[str, str]:
-    marker = pytester.path / "member-is-up"
-    pytester.makepyfile(test_killed=KILLED.format(marker=str(marker)))
-    inner = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_killed.py",
-         f"--adare-vm={test_image}", f"--adare-hypervisor={uri}"],
-        cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + INNER_TIMEOUT
-        while not marker.exists():
-            assert inner.poll() is None, "the run to be killed ended by itself"
-            assert time.monotonic() < deadline, "the run to be killed never got its member"
-            time.sleep(0.5)
-    finally:
-        inner.kill()
-        inner.wait(30)
-    (pytester.path / "test_killed.py").unlink()
-    owned = f"-{inner.pid}-"
+    owned = f"-{killed_run(pytester, KILLED, test_image, uri)}-"
     domains = [d for d in _ours(_virsh("list", "--name").stdout) if owned in d]
     networks = [n for n in _networks() if owned in n]
     assert len(domains) == 1 and len(networks) == 1, (domains, networks)

@@ -133,10 +133,11 @@ def _ours(listing: str) -> set[str]:
     return {word for word in listing.split() if word.startswith("adare-")}
 
 
-def _killed_run_leaves_a_domain(pytester: pytest.Pytester, test_image: str, uri: str) -> str:
-    """Run pytest until its VM is up, SIGKILL it; the domain it leaves behind."""
-    marker = pytester.path / "vm-is-up"
-    pytester.makepyfile(test_killed=KILLED.format(marker=str(marker)))
+def killed_run(pytester: pytest.Pytester, source: str, test_image: str, uri: str) -> int:
+    """Run the test file ``source`` (its ``{marker}`` is a file it writes once its VMs are
+    up) on ``uri`` until the marker exists, SIGKILL that pytest; its pid."""
+    marker = pytester.path / "vms-are-up"
+    pytester.makepyfile(test_killed=source.format(marker=str(marker)))
     inner = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_killed.py",
          f"--adare-vm={test_image}", f"--adare-hypervisor={uri}"],
@@ -146,14 +147,20 @@ def _killed_run_leaves_a_domain(pytester: pytest.Pytester, test_image: str, uri:
         deadline = time.monotonic() + INNER_TIMEOUT
         while not marker.exists():
             assert inner.poll() is None, "the run to be killed ended by itself"
-            assert time.monotonic() < deadline, "the run to be killed never got its VM"
+            assert time.monotonic() < deadline, "the run to be killed never got its VMs up"
             time.sleep(0.5)
     finally:
         inner.kill()
         inner.wait(30)
     (pytester.path / "test_killed.py").unlink()
-    left = [name for name in _ours(_virsh("list", "--name").stdout) if f"-{inner.pid}-" in name]
-    assert len(left) == 1, f"the killed run (pid {inner.pid}) should have left its domain"
+    return inner.pid
+
+
+def _killed_run_leaves_a_domain(pytester: pytest.Pytester, test_image: str, uri: str) -> str:
+    """Run pytest until its VM is up, SIGKILL it; the domain it leaves behind."""
+    pid = killed_run(pytester, KILLED, test_image, uri)
+    left = [name for name in _ours(_virsh("list", "--name").stdout) if f"-{pid}-" in name]
+    assert len(left) == 1, f"the killed run (pid {pid}) should have left its domain"
     return left[0]
 
 
