@@ -64,6 +64,7 @@ def main() -> int:
     parser.add_argument("--mirror", default="http://deb.debian.org/debian")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="adare-bench-rootless-"))
+    base.chmod(0o755)  # mkdtemp's 0700 would keep the ordinary user out of its copy
     try:
         result: dict[str, Any] = {"image": "debian (console)"}
         if os.geteuid() == 0:
