@@ -106,16 +106,37 @@ def _tail(result: ShellResult, lines: int = 15) -> str:
     return format_tail(text[-lines:], "its last lines")
 
 
+_URL = re.compile(r"\b(?:https?|ftp)://[^\s/'\"]+")
+
+
+def no_network(what: str, result: ShellResult) -> str | None:
+    """"The guest has no network", naming what was tried and the mirrors it could not
+    reach, when ``result``'s output reads like that; else None.
+
+    >>> out = "Err:1 http://deb.debian.org/debian\\n  Temporary failure resolving 'x'"
+    >>> print(no_network("apt-get update", ShellResult(0, out, "", "")).splitlines()[0])
+    the guest has no network: apt-get update could not reach http://deb.debian.org \
+(Temporary failure resolving 'x')
+    """
+    output = result.stdout + "\n" + result.stderr
+    cause = NO_NETWORK.search(output)
+    if cause is None:
+        return None
+    line = next(ln for ln in output.splitlines() if cause.group(0) in ln).strip()
+    mirrors = ", ".join(dict.fromkeys(_URL.findall(output))) or "its package mirror"
+    return (
+        f"the guest has no network: {what} could not reach {mirrors} ({line})\n"
+        f"{_tail(result)}"
+    )
+
+
 def install_packages(guest: Guest, pm: PackageManager, packages: tuple[str, ...]) -> None:
     """:raise ImageError: no network, an unknown package (named), or the install failed."""
     if pm.name == "apt-get":
         guest.shell(_HOLD_INIT)
     refreshed = guest.shell(pm.refresh, timeout=INSTALL_TIMEOUT)
-    if NO_NETWORK.search(refreshed.stdout + refreshed.stderr):
-        raise ImageError(
-            f"the guest has no network: {pm.refresh!r} cannot reach the package mirror\n"
-            f"{_tail(refreshed)}"
-        )
+    if reason := no_network(pm.refresh, refreshed):
+        raise ImageError(reason)
     words = " ".join(shlex.quote(p) for p in packages)
     done = guest.shell(pm.install.format(pkgs=words), timeout=INSTALL_TIMEOUT)
     if done.ok:
@@ -126,8 +147,8 @@ def install_packages(guest: Guest, pm: PackageManager, packages: tuple[str, ...]
             f"unknown package {found.group(1) or found.group(2)!r}: {pm.name} has no such "
             f"package\n{_tail(done)}"
         )
-    if NO_NETWORK.search(output):
-        raise ImageError(f"the guest has no network: {pm.name} cannot download\n{_tail(done)}")
+    if reason := no_network(f"{pm.name} install", done):
+        raise ImageError(reason)
     raise ImageError(
         f"{pm.name} install {' '.join(packages)} failed with exit code {done.returncode}\n"
         f"{_tail(done)}"

@@ -3,8 +3,9 @@
 The base is ``bios-qga`` from ``distro_disks.py`` (the cheapest: systemd, QGA, no
 cloud-init). One recipe installs a package with the guest's apt, copies a file and
 runs commands; its image is a qcow2 layer over the base, and a fresh VM of it has the
-software and no trace of the build. One recipe fails at its second step. Three boots
-of the base in all (≈ 40 s each under TCG); run beside the rest by ``scripts/test``
+software and no trace of the build; in it, with no way off its link, the build's install
+step says the guest has no network. One recipe fails at its second step. Three boots of
+the base in all (≈ 40 s each under TCG); run beside the rest by ``scripts/test``
 like test_own_images.py.
 """
 
@@ -22,11 +23,17 @@ from pytest_adare import launch
 from pytest_adare.errors import ImageError
 from pytest_adare.image.build import file_sha256
 from pytest_adare.image.resolve import resolve_image
-from pytest_adare.image_provision import build_on_disk
+from pytest_adare.image_provision import build_on_disk, detect_package_manager, install_packages
 
 pytestmark = pytest.mark.e2e
 
 MARKER = "adare-build-marker-23"
+# No way off the link: no default route, no IPv6. The host's forward to the agent
+# arrives on the link, so the agent still answers.
+OFFLINE = (
+    "for f in /proc/sys/net/ipv6/conf/*/disable_ipv6; do echo 1 > $f; done; "
+    "ip route del default"
+)
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +85,15 @@ def test_a_recipe_over_a_distro_disk_is_a_clean_layer(
         assert MARKER not in journal.stdout
         assert guest.succeed(LEFT_BY_APT) == ""
         assert not guest.shell("test -e /root/.bash_history").ok
+
+        # A guest without a network says so, naming what it tried: the build's install
+        # step in this VM once nothing leaves its link (the agent's own connection stays).
+        guest.succeed(OFFLINE)
+        with pytest.raises(ImageError) as offline:
+            install_packages(guest, detect_package_manager(guest), ("hello",))
+        message = str(offline.value)
+        assert message.startswith("the guest has no network: apt-get update -q could not reach")
+        assert "deb.debian.org" in message.splitlines()[0]
 
 
 def test_a_failing_step_over_a_distro_disk_names_it_and_builds_nothing(
