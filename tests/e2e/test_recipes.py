@@ -50,7 +50,7 @@ def test_the_file_manager_recipe_is_reused_from_the_cache_with_one_line() -> Non
     assert time.monotonic() - began < 5
     assert len(lines) == 1 and "is cached at" in lines[0] and "not rebuilt" in lines[0]
     assert manifest.user == "user" and manifest.steps is not None
-    assert manifest.steps["install"] == ["pcmanfm", "mousepad"]
+    assert manifest.steps["install"] == ["pcmanfm", "mousepad", "libgdk-pixbuf2.0-bin"]
     assert manifest.steps["files"][0]["dest"] == "/home/user/Documents/report.txt"
 
 
@@ -58,6 +58,8 @@ def test_a_recipe_on_the_built_in_desktop_installs_a_real_file_manager() -> None
     with launch(FM_DESKTOP, progress=None) as vm:
         guest = vm.guest
         assert guest.succeed("command -v pcmanfm").strip() == "/usr/bin/pcmanfm"
+        # The image thumbnailer a Debian desktop has: pcmanfm keeps only what it writes.
+        assert guest.shell("test -f /usr/share/thumbnailers/gdk-pixbuf-thumbnailer.thumbnailer").ok
         # pcmanfm wants a session bus; dbus-x11 stood for it, and no init came along.
         assert guest.succeed("readlink /sbin/init").strip() == "/bin/busybox"
         assert not guest.shell("dpkg -s systemd-sysv").ok
