@@ -17,8 +17,9 @@ Two listers write it: GNU ``find -printf`` (no Python per entry: as fast as
 ``find`` itself) when the guest has it and the request fits its expression
 language, else an ``os.scandir`` walk in a worker thread (also the only one that
 hashes). A listing lives between the calls of one snapshot under a cursor; it holds
-at most one page (``find`` waits on its full pipe meanwhile), dies at its deadline,
-and at most :data:`MAX_OPEN_LISTINGS` are open at once.
+at most one page (``find`` reads the next one ahead while the last travels to the host,
+then waits on its full pipe), dies at its deadline, and at most
+:data:`MAX_OPEN_LISTINGS` are open at once.
 """
 
 from __future__ import annotations
@@ -93,13 +94,16 @@ def entry_record(path: str, st: os.stat_result, sha256: str | None, target: byte
     )
 
 
-def record_boundary(data: bytes | bytearray) -> int:
-    """Where the last whole record of ``data`` (which starts at a record) ends.
+def record_boundary(data: bytes | bytearray, limit: int | None = None) -> int:
+    """Where the last whole record of ``data`` (which starts at a record) ends, within
+    its first ``limit`` bytes if given.
 
     >>> record_boundary(b"a\\0b\\0c\\0"), record_boundary(b"a\\0b\\0c\\0d\\0")
     (4, 8)
+    >>> record_boundary(b"a\\0b\\0c\\0d\\0", 7)
+    4
     """
-    end = data.rfind(b"\0")
+    end = data.rfind(b"\0", 0, len(data) if limit is None else limit)
     if end < 0:
         return 0
     if data.count(b"\0", 0, end + 1) % 2:
@@ -270,8 +274,9 @@ class FindListing(Listing):
     """Records straight from ``find -printf``: no Python per entry.
 
     A page is read in one worker-thread call (``poll`` + ``read`` of both pipes), not
-    one event-loop wake-up per pipe buffer, and the stdout pipe is widened to
-    :data:`PIPE_BYTES` so ``find`` runs ahead while a page travels.
+    one event-loop wake-up per pipe buffer. Once a page is cut, the next one is read
+    ahead (up to the same size) while this one travels and the host parses it: ``find``
+    never waits for the round trip, and the listing still holds one page at most.
     """
 
     def __init__(
@@ -288,6 +293,8 @@ class FindListing(Listing):
         self._run_in_thread = run_in_thread
         self._pending_error = b""
         self._lock = threading.Lock()
+        self._eof = False  # find's stdout ended (``done``: the last page was cut, or closed)
+        self._ahead: asyncio.Future[None] | None = None
 
     @classmethod
     async def start(
@@ -306,7 +313,9 @@ class FindListing(Listing):
         proc: subprocess.Popen[bytes] = await run_in_thread(_start_find, argv)
         return cls(cursor, proc, deadline, first, run_in_thread)
 
-    def _fill(self, limit: int) -> bytes:
+    def _fill(self, limit: int, *, cut: bool = True) -> bytes:
+        """Read until ``limit`` bytes (and a whole record) are held or find ended; then,
+        with ``cut``, take the page (else keep them: the read-ahead)."""
         with self._lock:
             if self.done:  # closed (its pipes too) while this page waited for the lock
                 return b""
@@ -318,7 +327,7 @@ class FindListing(Listing):
                 poller.register(err.fileno(), select.POLLIN)
             held = self._held
             # A page holds whole records: past ``limit`` only to finish one longer than it.
-            while not self.done and (len(held) < limit or record_boundary(held) == 0):
+            while not self._eof and (len(held) < limit or (cut and record_boundary(held) == 0)):
                 remaining = self.deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError
@@ -327,16 +336,23 @@ class FindListing(Listing):
                     if fd == out.fileno():
                         data = os.read(fd, want)
                         held += data
-                        self.done = not data
+                        self._eof = not data
                     elif data := os.read(fd, READ_BLOCK):
                         self._errors_from(data)
                     else:
                         poller.unregister(fd)
                         err.close()
-            cut = len(held) if self.done else record_boundary(held)
-            page = bytes(held[:cut])
-            del held[:cut]
-            if self.done:
+            if not cut:
+                return b""
+            # Whole records up to ``limit`` (a read-ahead for a larger page may hold more).
+            if self._eof and len(held) <= limit:
+                end = len(held)
+            else:
+                end = record_boundary(held, limit) or record_boundary(held)
+            page = bytes(held[:end])
+            del held[:end]
+            if self._eof and not held:
+                self.done = True
                 self._drain_errors(poller, err)
             return page
 
@@ -362,12 +378,20 @@ class FindListing(Listing):
             self._proc.wait(5)
 
     async def page(self, limit: int) -> bytes:
+        ahead, self._ahead = self._ahead, None
         try:
+            if ahead is not None:
+                await ahead
             data: bytes = await self._run_in_thread(self._fill, limit)
         except TimeoutError:
             self.timed_out = True
             self.close()
             raise
+        if not self.done:
+            self._ahead = asyncio.ensure_future(self._run_in_thread(self._fill, limit, cut=False))
+            # Awaited by the next page; a listing abandoned or closed before that must not
+            # leave an exception unretrieved (the next page, if any, sees it again).
+            self._ahead.add_done_callback(_retrieve)
         return data
 
     def close(self) -> None:
@@ -397,6 +421,11 @@ class FindListing(Listing):
         for pipe in (self._proc.stdout, self._proc.stderr):
             if pipe is not None:
                 pipe.close()
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _start_find(argv: list[str]) -> subprocess.Popen[bytes]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -75,3 +76,48 @@ async def test_find_errors_are_each_line_of_its_stderr_and_no_empty_one() -> Non
         {"path": "/x", "error": "Permission denied"},
         {"path": "/y", "error": "No such file"},
     ]
+
+
+def _writer_of_records(count: int, done: Path) -> fs_listing.FindListing:
+    """A listing over a program in find's place that writes ``count`` records, then
+    creates ``done`` (only once every byte is in the pipe, i.e. read from it)."""
+    script = (
+        "import sys, pathlib\n"
+        f"for n in range({count}):\n"
+        "    sys.stdout.buffer.write(b'f 1 644 0 0 %d 1.5 1.5 1.5 - /p%08d\\0\\0' % (n, n))\n"
+        "sys.stdout.flush()\n"
+        f"pathlib.Path({str(done)!r}).touch()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    return fs_listing.FindListing("cursor", proc, time.monotonic() + 60, b"", asyncio.to_thread)
+
+
+async def test_the_next_page_is_read_while_the_last_one_travels(tmp_path: Path) -> None:
+    # Two pages of records, each four times the pipe's 64 KiB: once the first page is
+    # taken, the writer can only finish if the listing reads the second one ahead
+    # (before, find waited on its full pipe until the host asked again).
+    record = len(b"f 1 644 0 0 0 1.5 1.5 1.5 - /p00000000\0\0")
+    page_bytes = 4 * 64 * 1024
+    count = 2 * page_bytes // record
+    done = tmp_path / "written"
+    listing = _writer_of_records(count, done)
+    try:
+        first = await listing.page(page_bytes)
+        for _ in range(600):  # a wait for the writer, not a measure of time
+            if done.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert done.exists(), "the listing did not read the next page ahead"
+        # A smaller page asked for next still gets whole records within its size.
+        second = await listing.page(1000)
+        assert 0 < len(second) <= 1000 and second.count(b"\0") % 2 == 0
+        rest = b""
+        while not listing.done:
+            rest += await listing.page(page_bytes)
+        records = (first + second + rest).split(b"\0")[:-1:2]
+        assert records == [b"f 1 644 0 0 %d 1.5 1.5 1.5 - /p%08d" % (n, n) for n in range(count)]
+    finally:
+        listing.close()
