@@ -41,6 +41,7 @@ from adare_guest.binary_transfer import (
 )
 from adare_guest.tool_names import PULL_FILE, PULL_FILE_CHUNK, PUSH_FILE, PUSH_FILE_CHUNK
 from pytest_adare.agent.connection import AgentConnection, BinaryTransport
+from pytest_adare.agent.pull_writer import PullWriter
 from pytest_adare.agent.transfer_stream import TransferStream
 from pytest_adare.errors import AgentDisconnected, ToolError, VMTimeout
 from pytest_adare.file_hash import file_sha256
@@ -415,58 +416,78 @@ async def _receive_file(
     out: Any,
     progress: ProgressCallback | None,
 ) -> None:
-    """Write the DATA messages of ``stream`` to ``out`` until an END whose sha256 matches."""
-    digest = hashlib.sha256()
-    received = 0
+    """Write the DATA messages of ``stream`` to ``out`` until an END whose sha256 matches.
 
-    def store(data: bytes) -> None:
-        out.write(data)
-        digest.update(data)
+    The writes run in a :class:`PullWriter` thread while this takes the next message;
+    each chunk is acknowledged once written (on the loop, in order).
+    """
+    received = 0
+    acks: set[asyncio.Task[None]] = set()
+
+    def acknowledge(end: int) -> None:
+        # Only once the bytes are written: the ACK is what lets the agent send the next
+        # message, so a slow host disk slows the guest instead of piling up to a window
+        # of unwritten MiB in this process.
+        stream.acknowledged()
+        ack = asyncio.ensure_future(
+            link.send_binary(encode_transfer_frame(FrameKind.ACK, stream.transfer_id, end))
+        )
+        acks.add(ack)
+        ack.add_done_callback(sent)
+        if progress is not None:
+            progress(end, size)
+
+    def sent(ack: asyncio.Task[None]) -> None:
+        acks.discard(ack)
+        failure = None if ack.cancelled() else ack.exception()
+        if isinstance(failure, Exception):
+            stream.fail(failure)
 
     def refuse(reason: str) -> ToolError:
         return ToolError(PULL_FILE, f"{guest_path!r}: {reason}", None)
 
-    while True:
-        frame = await _next(
-            stream,
-            f"data of {guest_path!r} from the agent (transfer "
-            f"{stream.transfer_id}, {received} of {size} bytes in)",
-        )
-        if frame.kind is FrameKind.DATA:
-            length = len(frame.payload)
-            if frame.offset != received or length == 0 or received + length > size:
-                raise refuse(
-                    f"the agent sent {length} bytes at offset {frame.offset}, but {received} of "
-                    f"the {size} bytes it announced have arrived (the file changed, or the "
-                    "agent lies); nothing kept"
-                )
-            await asyncio.to_thread(store, frame.payload)
-            received += length
-            # Acknowledge only once the bytes are written: the ACK is what lets the agent
-            # send the next message, so a slow host disk slows the guest instead of
-            # piling up to a window of unwritten MiB in this process.
-            await link.send_binary(
-                encode_transfer_frame(FrameKind.ACK, stream.transfer_id, received)
+    writer = PullWriter(out, stored=acknowledge, failed=stream.fail)
+    try:
+        while True:
+            frame = await _next(
+                stream,
+                f"data of {guest_path!r} from the agent (transfer "
+                f"{stream.transfer_id}, {received} of {size} bytes in)",
             )
-            stream.acknowledged()
-            if progress is not None:
-                progress(received, size)
-        elif frame.kind is FrameKind.END:
-            if frame.offset != size or received != size or len(frame.payload) != DIGEST_SIZE:
-                raise refuse(
-                    f"the agent ended the transfer after {received} of {size} bytes (it says "
-                    f"{frame.offset}, with a {len(frame.payload)}-byte hash); nothing kept"
-                )
-            if frame.payload != digest.digest():
-                raise refuse(
-                    f"sha256 mismatch (guest {frame.payload.hex()}, host "
-                    f"{digest.hexdigest()}); nothing kept"
-                )
-            if size == 0 and progress is not None:
-                progress(0, 0)
-            return
-        else:
-            raise refuse(_unexpected(frame))
+            if frame.kind is FrameKind.DATA:
+                length = len(frame.payload)
+                if frame.offset != received or length == 0 or received + length > size:
+                    raise refuse(
+                        f"the agent sent {length} bytes at offset {frame.offset}, but "
+                        f"{received} of the {size} bytes it announced have arrived (the file "
+                        "changed, or the agent lies); nothing kept"
+                    )
+                received += length
+                writer.put(frame.payload, received)
+            elif frame.kind is FrameKind.END:
+                if frame.offset != size or received != size or len(frame.payload) != DIGEST_SIZE:
+                    raise refuse(
+                        f"the agent ended the transfer after {received} of {size} bytes (it "
+                        f"says {frame.offset}, with a {len(frame.payload)}-byte hash); "
+                        "nothing kept"
+                    )
+                await writer.finish()
+                if frame.payload != writer.digest.digest():
+                    raise refuse(
+                        f"sha256 mismatch (guest {frame.payload.hex()}, host "
+                        f"{writer.digest.hexdigest()}); nothing kept"
+                    )
+                if acks:
+                    await asyncio.wait(acks)
+                if size == 0 and progress is not None:
+                    progress(0, 0)
+                return
+            else:
+                raise refuse(_unexpected(frame))
+    finally:
+        writer.close()  # before ``out`` closes: the thread may be in a write
+        for ack in acks:
+            ack.cancel()
 
 
 async def _push_binary(
