@@ -24,7 +24,7 @@ from pytest_adare.cache_dir import IMAGE_CACHE_ENV, cache_root, exclusive_lock
 from pytest_adare.errors import ImageError
 from pytest_adare.image.build import build_image
 from pytest_adare.image.manifest import MANIFEST_NAME
-from pytest_adare.image.recipe import DEFAULT_MIRROR, DEFAULT_SUITE, Recipe, debian_recipe
+from pytest_adare.image.recipe import DEFAULT_MIRROR, DEFAULT_SUITE, Recipe, builtin_recipe
 from pytest_adare.image.suites import check_suite
 
 Progress = Callable[[str], None]
@@ -118,7 +118,4 @@ def cached_builtin_image(
 
     :raise ImageError: another name, a suite the mirror lacks, or the build failed.
     """
-    if name not in ("debian", "debian-desktop"):
-        raise ImageError(f"no built-in image named {name!r} (known: debian, debian-desktop)")
-    recipe = debian_recipe(desktop=name == "debian-desktop", suite=suite)
-    return cached_image(recipe, mirror=mirror, progress=progress)
+    return cached_image(builtin_recipe(f"{name}:{suite}"), mirror=mirror, progress=progress)

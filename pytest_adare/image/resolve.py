@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_adare.errors import ImageError
-from pytest_adare.image.cache import cached_builtin_image, is_cached
+from pytest_adare.image.cache import cached_image, is_cached
 from pytest_adare.image.convert import SNAPSHOT_BLOCKING_FORMATS, qcow2_copy
 from pytest_adare.image.manifest import (
     BUILTIN_IMAGES,
@@ -134,10 +134,8 @@ def resolve_image(
     text = str(spec)
     path = Path(text).expanduser()
     if not path.exists():
-        if text in BUILTIN_IMAGES:
-            return load_manifest(cached_builtin_image(text, progress=progress))
-        if (named := split_suite(text)) is not None:
-            return load_manifest(cached_builtin_image(*named, progress=progress))
+        if text in BUILTIN_IMAGES or split_suite(text) is not None:
+            return load_manifest(cached_image(builtin_recipe(text), progress=progress))
     if is_recipe(text):
         built = recipe_image(
             load_recipe(path),
