@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from adare_guest import __version__
+from adare_guest.activity import LOOP_BLOCKED, LoopHeartbeat, describe_calls
 from adare_guest.backpressure import (
     CALL_ADMISSION_WAIT,
     MAX_CALLS_IN_FLIGHT,
@@ -245,6 +246,9 @@ class AdareVMServer:
         self.listening = False
         self.listen_address: tuple[str, int] | None = None
         self.last_error: str | None = None
+        self.heartbeat = LoopHeartbeat()
+        """Beats from :meth:`start` to :meth:`stop`: the health report says how late it is."""
+        self._beating: asyncio.Future[None] | None = None
         self.max_calls_in_flight = MAX_CALLS_IN_FLIGHT
         """Tool calls one session may run at once; more wait, then are refused."""
         self.call_admission_wait = CALL_ADMISSION_WAIT
@@ -286,11 +290,20 @@ class AdareVMServer:
         return info
 
     def health(self) -> dict[str, Any]:
-        """A small health report (serial ``ping`` answer): fits in one 1024-byte frame."""
+        """A small health report (serial ``ping`` answer): fits in one 1024-byte frame.
+
+        Called from the serial device thread, also while the event loop is blocked: it
+        only reads. ``loop_late`` is how late the loop is for its heartbeat (seconds;
+        more than a few: something blocks the loop), ``calls`` the running calls with
+        their ages, ``workers`` the blocking-work pool's threads.
+        """
         host, port = self.listen_address or (self.config.host, self.config.port)
         last_error = self.last_error
         if last_error is not None and len(last_error) > 300:
             last_error = last_error[:297] + "..."
+        late = self.heartbeat.late_by()
+        pool = shared_pool()
+        blocked = late is not None and late > LOOP_BLOCKED
         return {
             "version": __version__,
             "bundle_hash": bundle_hash(),
@@ -299,7 +312,20 @@ class AdareVMServer:
             "uptime": round(self.state.uptime(), 3),
             "sessions": len(self.sessions),
             "last_error": last_error,
+            "loop_late": None if late is None else round(late, 1),
+            "calls": describe_calls(self._running_calls()),
+            "workers": f"{pool.busy} busy, {pool.queued} queued, {pool.abandoned} abandoned",
+            "loop_at": self.heartbeat.loop_stack() if blocked else None,
         }
+
+    def _running_calls(self) -> list[tuple[str, float]]:
+        now = time.monotonic()
+        for _attempt in range(3):  # the loop may change the sets meanwhile: read again
+            try:
+                return [call for s in list(self.sessions) for call in s.call_ages(now)]
+            except RuntimeError:
+                continue
+        return []
 
     def record_error(self, message: str) -> None:
         """Remember ``message`` as the last error (reported by :meth:`health`)."""
@@ -377,6 +403,8 @@ class AdareVMServer:
 
         :raise OSError: the address cannot be bound (also kept as ``last_error``).
         """
+        if self._beating is None:  # from the first attempt on, bound or not
+            self._beating = asyncio.ensure_future(self.heartbeat.run())
         host, warning = listen_host(self.config)
         if warning:
             log.warning("%s", warning)
@@ -407,6 +435,9 @@ class AdareVMServer:
         """Stop listening and close every session."""
         server, self._server = self._server, None
         self.listening = False
+        if self._beating is not None:
+            self._beating.cancel()
+            self._beating = None
         if server is not None:
             server.close()
             try:
@@ -480,6 +511,10 @@ class Session:
     def running_calls(self) -> list[str]:
         """Ids of the calls still running."""
         return list(self._calls)
+
+    def call_ages(self, now: float) -> list[tuple[str, float]]:
+        """``(tool, seconds running)`` of each running call (``now``: monotonic)."""
+        return [(ctx.tool, now - (ctx.deadline - ctx.timeout)) for _t, ctx in self._calls.values()]
 
     async def _send_text(self, text: str | bytes | None) -> None:
         async with self._send_lock:

@@ -80,6 +80,17 @@ class WorkerPool:
         """Threads abandoned by cancelled calls that have not returned yet."""
         return self._abandoned
 
+    @property
+    def busy(self) -> int:
+        """Threads running a call that still counts (not idle, not abandoned)."""
+        with self._lock:
+            return self._workers - self._idle
+
+    @property
+    def queued(self) -> int:
+        """Calls waiting for a thread."""
+        return self._queued
+
     async def run(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``func(*args, **kwargs)`` on a worker thread; cancelling the await abandons it.
 

@@ -4,15 +4,15 @@ The image is the built-in desktop extended by a recipe (``fm_desktop/fm-desktop.
 pcmanfm, mousepad and a document in the user's Documents), built on first use and
 cached. The user deletes the document with the file manager's context menu: the
 freedesktop Trash must then hold it and a ``.trashinfo`` whose DeletionDate is the
-guest's clock (±5 s). Or opens it with a double click: the editor shows it and
-``recently-used.xbel`` records it. Or browses a photo: the thumbnail cache holds its
+guest's clock at the moment of the click. Or opens it with a double click: the editor
+shows it and ``recently-used.xbel`` records it. Or browses a photo: the thumbnail cache holds its
 thumbnail, named by the md5 of the photo's URI as the freedesktop spec says.
 """
 
 import hashlib
 import os
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -35,9 +35,12 @@ def test_a_file_deleted_in_the_file_manager_lands_in_the_trash(
     manager = user.start(f"pcmanfm {user.documents}")
     guest.wait_for_window("Documents", timeout=60)
     guest.click_text("report.txt", timeout=60, button="right")
+    # The deletion happens between the menu click and the icon gone: the guest's clock
+    # read on both sides brackets it, however slow the guest is.
+    clicked_at = guest.now()
     guest.click_text("Move to Trash", timeout=30)
     guest.wait_for_text("report.txt", timeout=30, gone=True)
-    deleted_at = guest.now()
+    gone_at = guest.now()
     guest.wait_for_file(f"{trash}/info/report.txt.trashinfo", timeout=30)
 
     diff = guest.fs_snapshot(user.home).diff(before)
@@ -58,12 +61,13 @@ def test_a_file_deleted_in_the_file_manager_lands_in_the_trash(
         f"Path={user.documents}/report.txt" in info, "the trashinfo names where it was", info
     )
     stamp = next(line.split("=", 1)[1] for line in info.splitlines() if line.startswith("Deletion"))
-    # DeletionDate is the guest's local time without a zone; the guest runs on UTC.
-    deletion = datetime.fromisoformat(stamp).replace(tzinfo=deleted_at.tzinfo)
+    # DeletionDate is the guest's local time without a zone, in whole seconds; the guest
+    # runs on UTC.
+    deletion = datetime.fromisoformat(stamp).replace(tzinfo=gone_at.tzinfo)
     adare_checks.check(
-        abs(deletion - deleted_at) <= timedelta(seconds=5),
-        "DeletionDate is the guest's clock ±5 s",
-        f"DeletionDate={stamp}, guest clock {deleted_at.isoformat()}",
+        clicked_at - timedelta(seconds=1) <= deletion <= gone_at,
+        "DeletionDate is the guest's clock between the click and the icon gone",
+        f"DeletionDate={stamp}, guest clock {clicked_at.isoformat()} .. {gone_at.isoformat()}",
     )
     manager.stop()
 
@@ -76,8 +80,11 @@ def test_a_file_opened_in_the_file_manager_is_recently_used(
     recent = f"{user.home}/.local/share/recently-used.xbel"
     manager = user.start(f"pcmanfm {user.documents}")
     guest.wait_for_window("Documents", timeout=60)
+    clicked_at = guest.now()
     guest.click_text("report.txt", timeout=60, clicks=2)
-    guest.wait_for_window("report.txt", timeout=60)  # the editor's title names the file
+    # The editor's title names the file. Starting mousepad takes seconds on an idle TCG
+    # guest and over a minute on a loaded 2-core host; the wait ends as soon as it shows.
+    guest.wait_for_window("report.txt", timeout=180)
     opened_at = guest.now()
     guest.wait_until_succeeds(f"grep -q Documents/report.txt {recent}", timeout=30)
 
@@ -89,10 +96,12 @@ def test_a_file_opened_in_the_file_manager_is_recently_used(
     assert added is not None, entry.group(0)
     # recently-used.xbel holds UTC with a Z; the guest's clock is compared in UTC.
     when = datetime.fromisoformat(added.group(1).replace("Z", "+00:00"))
+    # Written when the editor opened the file: between the double click and the window,
+    # give or take the second the stamp may be truncated to.
     adare_checks.check(
-        abs(when - opened_at.astimezone(timezone.utc)) <= timedelta(seconds=5),
-        "added is the guest's clock ±5 s",
-        f"added={added.group(1)}, guest clock {opened_at.isoformat()}",
+        clicked_at - timedelta(seconds=1) <= when <= opened_at + timedelta(seconds=1),
+        "added is the guest's clock between the double click and the editor's window",
+        f"added={added.group(1)}, guest clock {clicked_at.isoformat()} .. {opened_at.isoformat()}",
     )
     manager.stop()
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pytest_adare.lan.addressing import LanError
     from pytest_adare.launch import launch
     from pytest_adare.plugin.fixtures import VMFactory
+    from pytest_adare.qemu.port_forward import PortForwardError
     from pytest_adare.screen.match import Box, NeedleError
     from pytest_adare.vm import VM
 
@@ -72,6 +73,7 @@ _EXPORTS = {
     "Box": "pytest_adare.screen.match",
     "NeedleError": "pytest_adare.screen.match",
     "VMFactory": "pytest_adare.plugin.fixtures",
+    "PortForwardError": "pytest_adare.qemu.port_forward",
     "assert_outcome": "pytest_adare.agent.testfunction_upload",
     "GuestTestWarning": "pytest_adare.agent.testfunction_upload",
 }
@@ -94,6 +96,7 @@ __all__ = [
     "InfrastructureError",
     "LanError",
     "NeedleError",
+    "PortForwardError",
     "ProtocolViolation",
     "ShellResult",
     "SnapshotFormatError",

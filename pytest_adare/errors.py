@@ -69,15 +69,33 @@ class VMLaunchError(InfrastructureError):
 
 
 class VMTimeout(InfrastructureError):
-    """A bounded wait ran out; says what was waited for, how long, and the console tail."""
+    """A bounded wait ran out; says what was waited for, how long, what the guest was
+    doing meanwhile (``report``: lines, e.g. the agent's health and log tail) and the
+    console tail."""
 
-    def __init__(self, what: str, seconds: float, console_tail: Sequence[str] = ()):
+    headline = "timed out after {seconds:.1f} s waiting for {what}"
+
+    def __init__(
+        self,
+        what: str,
+        seconds: float,
+        console_tail: Sequence[str] = (),
+        report: Sequence[str] = (),
+    ):
         self.what = what
         self.seconds = seconds
         self.console_tail = list(console_tail)
-        super().__init__(
-            f"timed out after {seconds:.1f} s waiting for {what}\n{format_tail(self.console_tail)}"
-        )
+        self.report = list(report)
+        lines = [self.headline.format(seconds=seconds, what=what), *map(printable, self.report)]
+        super().__init__("\n".join([*lines, format_tail(self.console_tail)]))
+
+
+class AgentUnresponsive(VMTimeout):
+    """A call got nothing from the agent, not even an answer to a ping, for ``seconds``:
+    its message loop is stuck or the link lost the message. Raised before the call's own
+    timeout; ``report`` says what the agent was doing."""
+
+    headline = "the agent answered nothing, not even a ping, for {seconds:.0f} s while {what}"
 
 
 class VMDied(InfrastructureError):

@@ -24,11 +24,12 @@ import json
 import os
 import re
 import shlex
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 from PIL import Image
 
@@ -55,20 +56,24 @@ from pytest_adare.agent.transfer import (
 )
 from pytest_adare.errors import AdareError, CommandSucceeded, GuestCommandFailed, ToolError
 from pytest_adare.forensics.diff import FsDiff
+from pytest_adare.forensics.entry import number_or_none
 from pytest_adare.forensics.evidence import DEFAULT_MAX_BYTES, pull_changed
 from pytest_adare.forensics.snapshot import FsSnapshot, SnapshotPages
 from pytest_adare.guest_user import AsyncGuestUser, GuestUser
 from pytest_adare.guest_waits import (
     DEFAULT_WAIT,
     LISTENING_TCP_COMMAND,
+    MIN_CHECK_BUDGET,
     Window,
     check_port,
+    host_tcp_answer,
     listening_tcp_ports,
     output_tail,
     poll_until,
     windows_from_result,
 )
 from pytest_adare.loop_thread import SyncTwin, shared_loop, sync_context_twin, sync_twin
+from pytest_adare.qemu.port_forward import PortForwardError, PortForwards
 from pytest_adare.screen.match import (
     Box,
     Region,
@@ -86,6 +91,9 @@ from pytest_adare.screen.text import (
     wait_for_text,
     wait_for_text_gone,
 )
+
+if TYPE_CHECKING:
+    from pytest_adare.playbook.results import PlaybookResult
 
 T = TypeVar("T")
 
@@ -328,6 +336,10 @@ class AsyncGuest:
         self._unsubscribe = connection.subscribe(self.events.dispatch)
         self._agent_screen = AgentScreen(self._checked)
         self._screen: Screen = screen or self._agent_screen
+        self._ports: PortForwards | None = None
+        self.shared_paths: tuple[str, ...] = ()
+        """Where shared host folders are mounted (``share=``): not the guest's own files,
+        so :meth:`fs_snapshot` leaves them out unless ``include_shares=True``."""
         try:
             self._home = asyncio.get_running_loop()
         except RuntimeError:
@@ -363,6 +375,46 @@ class AsyncGuest:
     def server_info(self) -> dict[str, Any]:
         """The agent's identity: version, bundle_hash, platform, tools."""
         return self._connection.server_info
+
+    # -- forwarded ports ---------------------------------------------------------------
+
+    def use_ports(self, forwards: PortForwards | None) -> None:
+        """Answer :meth:`port` and :meth:`forward` from ``forwards`` (the VM's)."""
+        self._ports = forwards
+
+    def _forwards(self) -> PortForwards:
+        if self._ports is None:
+            raise PortForwardError("this guest has no forwarded ports (not started by a VM)")
+        return self._ports
+
+    def port(self, port: int | str) -> tuple[str, int]:
+        """The host address reaching the guest's forwarded ``port`` (``80``, ``"53/udp"``),
+        e.g. ``("127.0.0.1", 49321)``.
+
+        :raise PortForwardError: the port is not forwarded (``ports=`` or :meth:`forward`).
+        """
+        return self._forwards().get(port).address
+
+    def url(self, port: int, path: str = "/", *, scheme: str = "http") -> str:
+        """``http://127.0.0.1:49321/`` for the guest's forwarded TCP ``port`` and ``path``."""
+        host, host_port = self.port(port)
+        return f"{scheme}://{host}:{host_port}/{path.lstrip('/')}"
+
+    async def forward(self, port: int | str) -> tuple[str, int]:
+        """Forward the guest's ``port`` now (a free port on the host's 127.0.0.1); its
+        host address. It lasts until the VM stops (restores keep it; a reboot makes it
+        again).
+
+        :raise PortForwardError: already forwarded, or the VM cannot forward.
+        """
+        return (await self.on_home_loop(self._forwards().add(port))).address
+
+    async def unforward(self, port: int | str) -> None:
+        """End the forward of the guest's ``port``.
+
+        :raise PortForwardError: it is not forwarded.
+        """
+        await self.on_home_loop(self._forwards().remove(port))
 
     async def call(
         self, tool: str, /, *, timeout: float | None = None, **params: Any
@@ -717,16 +769,20 @@ class AsyncGuest:
         one_filesystem: bool = True,
         timeout: float | None = None,
         include_agent: bool = False,
+        include_shares: bool = False,
     ) -> FsSnapshot:
         """Snapshot the guest tree under ``root``; ``after.diff(before)`` gives an FsDiff.
 
         The agent's own files (:attr:`agent_root`, its run dir) are left out unless
-        ``include_agent=True``: what the test harness writes is not the scenario's.
+        ``include_agent=True``: what the test harness writes is not the scenario's; so
+        are shared host folders (:attr:`shared_paths`) unless ``include_shares=True``.
         """
         params: dict[str, Any] = {"root_path": root, "hash": hash, "one_filesystem": one_filesystem}
         excluded = list(exclude or [])
         if not include_agent and self.agent_root:
             excluded.append(self.agent_root)
+        if not include_shares:
+            excluded += self.shared_paths
         if excluded:
             params["exclude"] = excluded
         if timeout is not None:
@@ -735,6 +791,9 @@ class AsyncGuest:
         # The connection's call, not _checked: ``timeout`` is a param of the tool here.
         pages = SnapshotPages(root)
         tool = GET_FILESYSTEM_SNAPSHOT
+        # The guest's clock as the listing starts (taken_at_guest), asked beside the
+        # first page: the listing does not wait for it.
+        clock = asyncio.ensure_future(self.on_home_loop(self._connection.call(GET_TIMESTAMP, {})))
         ask = {**params, "format": "lines"}
         page = asyncio.ensure_future(self.on_home_loop(self._connection.call(tool, ask)))
         try:
@@ -751,12 +810,14 @@ class AsyncGuest:
                         self.on_home_loop(self._connection.call(tool, ask))
                     )
                 if pages.add(result) is None:
-                    return pages.snapshot(os=self.server_info.get("platform"))
+                    taken = await _guest_clock(clock)
+                    return pages.snapshot(os=self.server_info.get("platform"), taken_at_guest=taken)
         finally:
-            if not page.done():
-                page.cancel()
+            for pending in (page, clock):
+                if not pending.done():
+                    pending.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await page
+                    await pending
 
     @contextlib.asynccontextmanager
     async def watch_fs(
@@ -768,6 +829,7 @@ class AsyncGuest:
         one_filesystem: bool = True,
         timeout: float | None = None,
         include_agent: bool = False,
+        include_shares: bool = False,
     ) -> AsyncIterator[FsWatch]:
         """Snapshot ``root`` before and after the block; ``watch.diff`` holds the changes.
 
@@ -782,6 +844,7 @@ class AsyncGuest:
                 one_filesystem=one_filesystem,
                 timeout=timeout,
                 include_agent=include_agent,
+                include_shares=include_shares,
             )
 
         watch = FsWatch(root, await snapshot())
@@ -869,25 +932,39 @@ class AsyncGuest:
         return path
 
     async def wait_for_port(
-        self, port: int, timeout: float = DEFAULT_WAIT, *, closed: bool = False
-    ) -> None:
+        self, port: int, timeout: float = DEFAULT_WAIT, *, closed: bool = False,
+        from_host: bool = False,
+    ) -> None:  # fmt: skip
         """Wait until a TCP socket in the guest listens on ``port`` (on any address), or
         with ``closed=True`` until none does. Reads the kernel's socket table
-        (``/proc/net/tcp``), so the guest needs no ``ss`` or ``nc``.
+        (``/proc/net/tcp``), so the guest needs no ``ss`` or ``nc``. ``from_host=True``:
+        then also until the port's forward (:meth:`port`) answers on this host.
 
         :raise GuestWaitTimeout: after ``timeout`` s, listing the ports that listened.
+        :raise PortForwardError: ``from_host`` for a port that is not forwarded.
         """
         check_port(port)
+        if from_host:
+            address = self.port(port)
+            if closed:
+                raise ValueError("wait_for_port: from_host waits for an answer, not closed=True")
 
         async def listening(budget: float) -> set[int]:
             result = await self.shell(LISTENING_TCP_COMMAND, timeout=budget)
             return listening_tcp_ports(result.stdout)
 
+        deadline = time.monotonic() + timeout
         await poll_until(
             listening, lambda ports: (port in ports) != closed, timeout,
             f"TCP port {port} to {'close' if closed else 'listen'}",
             lambda ports: "listening TCP ports " + (", ".join(map(str, sorted(ports))) or "none"),
         )  # fmt: skip
+        if from_host:
+            await poll_until(
+                lambda budget: host_tcp_answer(address, budget), lambda why: not why,
+                max(deadline - time.monotonic(), MIN_CHECK_BUDGET),
+                f"guest TCP port {port} to answer on {address[0]}:{address[1]}", str,
+            )  # fmt: skip
 
     async def wait_for_unit(self, unit: str, timeout: float = DEFAULT_WAIT) -> None:
         """Wait until the systemd unit ``unit`` is active.
@@ -1007,6 +1084,19 @@ def describe_run(result: ShellResult) -> str:
     )
 
 
+async def _guest_clock(asked: asyncio.Future[dict[str, Any]]) -> float | None:
+    """The epoch seconds of a ``get_timestamp`` call; None when the agent has no such
+    tool (the time is unknown, the snapshot stands).
+
+    :raise SnapshotFormatError: the answer holds no finite time.
+    """
+    try:
+        result = await asked
+    except ToolError:
+        return None
+    return number_or_none(result.get("timestamp"), "the guest clock (get_timestamp)")
+
+
 def guest_time(result: Mapping[str, Any]) -> datetime:
     """The aware time in a ``get_timestamp(use_local=True)`` result (not trusted: checked).
 
@@ -1095,6 +1185,14 @@ class Guest(SyncTwin[AsyncGuest]):
         """Route screenshots and input to ``screen`` (``None``: the agent's GUI tools)."""
         self.aio.use_screen(screen)
 
+    def port(self, port: int | str) -> tuple[str, int]:
+        """The host address of the guest's forwarded ``port`` (see :meth:`AsyncGuest.port`)."""
+        return self.aio.port(port)
+
+    def url(self, port: int, path: str = "/", *, scheme: str = "http") -> str:
+        """The URL of the guest's forwarded TCP ``port`` (see :meth:`AsyncGuest.url`)."""
+        return self.aio.url(port, path, scheme=scheme)
+
     call = sync_twin(AsyncGuest.call)
     shell = sync_twin(AsyncGuest.shell)
     pull = sync_twin(AsyncGuest.pull)
@@ -1127,9 +1225,22 @@ class Guest(SyncTwin[AsyncGuest]):
     wait_until_fails = sync_twin(AsyncGuest.wait_until_fails)
     wait_for_file = sync_twin(AsyncGuest.wait_for_file)
     wait_for_port = sync_twin(AsyncGuest.wait_for_port)
+    forward = sync_twin(AsyncGuest.forward)
+    unforward = sync_twin(AsyncGuest.unforward)
     wait_for_unit = sync_twin(AsyncGuest.wait_for_unit)
     now = sync_twin(AsyncGuest.now)
     idle = sync_twin(AsyncGuest.idle)
+
+    def run_playbook(
+        self, path: str | os.PathLike[str], *, variables: Mapping[str, Any] | None = None,
+        artifacts: str | os.PathLike[str] | None = None,
+    ) -> PlaybookResult:  # fmt: skip
+        """Run the adare experiment at ``path`` here; its ``.verdicts``, ``.actions``,
+        ``.passed`` (see :func:`pytest_adare.playbook.api.run_experiment`)."""
+        # Deferred: YAML, Jinja2
+        from pytest_adare.playbook.api import run_experiment
+
+        return run_experiment(self, path, variables=variables, artifacts=artifacts)
 
 
 __all__ = [

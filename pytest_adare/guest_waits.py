@@ -16,6 +16,7 @@ does not parse is left out rather than believed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -99,6 +100,31 @@ def check_port(port: int) -> int:
     return port
 
 
+HOST_SIDE_SETTLE = 0.5
+"""Seconds a host-side connection must stay open to count as answered: QEMU's user-mode
+NIC accepts on the host at once and closes again when the guest refuses."""
+
+
+async def host_tcp_answer(address: tuple[str, int], budget: float) -> str:
+    """Why a TCP connection to ``address`` (a forward on this host) got no answer, or
+    ``""`` when it was accepted and stayed open (or sent data) for :data:`HOST_SIDE_SETTLE`."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), budget)
+    except (OSError, asyncio.TimeoutError) as error:
+        return f"connecting to {address[0]}:{address[1]} failed ({error or type(error).__name__})"
+    try:
+        data = await asyncio.wait_for(reader.read(1), HOST_SIDE_SETTLE)
+    except asyncio.TimeoutError:
+        return ""  # open and silent: a server waiting for its client to speak
+    except OSError as error:
+        return f"{address[0]}:{address[1]} reset the connection ({error})"
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+    return "" if data else f"{address[0]}:{address[1]} closed the connection at once"
+
+
 def output_tail(text: str, limit: int = 500) -> str:
     """The end of a command's output for an error message."""
     text = text.strip()
@@ -145,6 +171,7 @@ __all__ = [
     "POLL_INTERVAL",
     "Window",
     "check_port",
+    "host_tcp_answer",
     "listening_tcp_ports",
     "poll_until",
     "windows_from_result",

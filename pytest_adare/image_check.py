@@ -39,6 +39,7 @@ from pytest_adare.image.initrd import handoff_initrd
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.image.resolve import resolve_image
 from pytest_adare.loop_thread import shared_loop
+from pytest_adare.machine.spec import MachineSpec
 from pytest_adare.qemu.accel import AccelRequest
 from pytest_adare.qemu.machine import Machine
 from pytest_adare.qemu.qga import AsyncQGAClient
@@ -213,7 +214,8 @@ def check_image(
         how = f"handed over by {route}" if handed_over else "baked in"
         progress(f"checking {report.image} (agent bundle {how})")
         report.handoff = route
-        vm = Machine(booted, base / "vm", accel=accel, fw_cfg=fw_cfg, name="adare-check")
+        machine_spec = MachineSpec(accel=accel, fw_cfg=fw_cfg, name="adare-check")
+        vm = Machine(booted, base / "vm", machine_spec)
         clock = _Clock(report, progress)
         try:
             _run_phases(

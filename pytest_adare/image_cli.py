@@ -2,7 +2,7 @@
 
     adare-image build debian[:SUITE] [--desktop] [--out DIR] [--suite bookworm] [--mirror URL]
     adare-image build debian-desktop[:SUITE] [--out DIR]
-    adare-image build RECIPE.toml [--force] [--flatten]
+    adare-image build RECIPE.toml[@SUITE] [--force] [--flatten]   (no @SUITE: each of its suites)
     adare-image build debian [--desktop] --install PKG,PKG [--provision COMMAND] [--name N]
     adare-image check PATH [--accel auto|tcg|kvm] [--timeout SECONDS]
 
@@ -30,7 +30,13 @@ from pytest_adare.image.cache import cached_image, image_dir
 from pytest_adare.image.manifest import BUILTIN_IMAGES, ImageManifest
 from pytest_adare.image.recipe import DEFAULT_MIRROR, DEFAULT_SUITE, debian_recipe
 from pytest_adare.image.recipe_build import BuildRequest, recipe_image
-from pytest_adare.image.recipe_file import ImageRecipe, check_packages, is_recipe, load_recipe
+from pytest_adare.image.recipe_file import (
+    ImageRecipe,
+    check_packages,
+    is_recipe,
+    load_recipe,
+    recipe_variants,
+)
 from pytest_adare.image.resolve import resolve_image
 from pytest_adare.image.suites import check_suite, split_suite
 from pytest_adare.vm_options import VMOptions
@@ -163,7 +169,10 @@ def _builtin(args: argparse.Namespace) -> tuple[bool, str]:
 
 def _build(args: argparse.Namespace) -> int:
     if is_recipe(args.name):
-        return _build_recipe(args, Path(args.name))
+        # A recipe of several suites builds each (one image, one manifest line apiece).
+        for spec in recipe_variants(args.name) or (args.name,):
+            _build_recipe(args, Path(spec))
+        return 0
     desktop, suite = _builtin(args)
     args.desktop, args.suite = desktop, suite
     if (one_line := _one_line_recipe(args)) is not None:

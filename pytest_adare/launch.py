@@ -13,13 +13,15 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_adare.image.resolve import resolve_image
 from pytest_adare.image_provision import build_on_disk
+from pytest_adare.machine.registry import backend_for
 from pytest_adare.vm import VM
 from pytest_adare.vm_options import VMOptions, option_fields
 
@@ -69,6 +71,7 @@ def launch(
     if unknown:
         raise TypeError(f"launch() got unexpected keyword argument(s): {', '.join(unknown)}")
     vm_options = VMOptions.from_given(options)
+    backend_for(vm_options)  # a backend that cannot honour the options fails here
     manifest = resolve_image(str(image), progress=progress, booted=build_on_disk)
     own_dir = workdir is None
     root = Path(tempfile.mkdtemp(prefix="adare-vm-")) if workdir is None else Path(workdir)
@@ -81,3 +84,19 @@ def launch(
         vm.close()
         if own_dir and not keep_workdir:
             shutil.rmtree(root, ignore_errors=True)
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as :func:`launch`.
+
+    Importing ``pytest_adare.launch`` (``from pytest_adare.launch import launch``) makes
+    the package's attribute ``launch`` this module: Python sets a submodule on its
+    package. ``from pytest_adare import launch`` elsewhere in the same process then got
+    the module, and calling it raised "'module' object is not callable".
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return launch(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

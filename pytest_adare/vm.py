@@ -20,8 +20,11 @@ A VM is configured by one frozen :class:`~pytest_adare.vm_options.VMOptions`;
 :meth:`AsyncVM.reboot` is the one way to start a VM again (same object, fresh disk).
 
 Its parts are made through three seams whose defaults are the real ones (unit tests
-pass fakes): ``machine_factory`` (the :class:`Machine`), ``qga_factory`` (the QGA client
-on the machine's ``qga_path``) and ``connector`` (opens the agent connection).
+pass fakes): ``machine_factory`` (the options' backend's, chosen by name from
+:mod:`pytest_adare.machine.registry`: QEMU's :class:`~pytest_adare.qemu.machine.Machine`
+unless told otherwise; each machine is given the VM's
+:class:`~pytest_adare.machine.spec.MachineSpec`), ``qga_factory`` (the QGA client on the
+machine's ``qga_path``) and ``connector`` (opens the agent connection).
 """
 
 from __future__ import annotations
@@ -29,12 +32,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_adare.analysis.target import open_target
 from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.loop_thread import SyncTwin, sync_context_twin, sync_twin
@@ -47,7 +52,6 @@ from pytest_adare.machine.results import (
     DumpFormat,
     NetworkCapture,
 )
-from pytest_adare.qemu.machine import Machine
 from pytest_adare.qemu.qga import AsyncQGAClient
 from pytest_adare.vm_options import READY_TAG, VMOptions
 from pytest_adare.vm_phases import evidence
@@ -64,7 +68,9 @@ from pytest_adare.vm_phases.handoff import (
 )
 from pytest_adare.vm_phases.hypervisor import cold_start, stop_machine
 from pytest_adare.vm_phases.install import install
+from pytest_adare.vm_phases.ports import forward_ports
 from pytest_adare.vm_phases.readiness import settle
+from pytest_adare.vm_phases.share import build_shares, mount_shares
 from pytest_adare.vm_phases.state import (
     Connector,
     GuiChoice,
@@ -107,13 +113,17 @@ class AsyncVM:
         await build_bundle(vm)
         plan = await warm_plan(vm)
         if plan.saved is not None and await warm_start(vm, plan.saved):
+            await forward_ports(vm)
             return
         inputs = await asyncio.to_thread(boot_inputs, vm)
         vm._seed = await asyncio.to_thread(cloud_init_seed, vm)
+        vm._share_disks = await build_shares(vm)
         await cold_start(vm, inputs.image, inputs.fw_cfg)
         await self._bring_up(inputs)
         if plan.key is not None:
             await save_warm(vm, plan.key, inputs)
+        await forward_ports(vm)
+        await mount_shares(vm)
 
     async def _bring_up(self, inputs: BootInputs) -> None:
         """After QEMU started: the agent up (boot, cloud-init or install), connected, the
@@ -230,6 +240,16 @@ class AsyncVM:
         require(self.vm.machine, Capability.DISK_EXPORT)
         return await evidence.export_disk(self.vm, path, format)
 
+    @contextlib.asynccontextmanager
+    async def disk_target(self, path: str | Path | None = None) -> AsyncIterator[Any]:
+        """``with vm.disk_target() as target:`` a read-only ``dissect.target.Target`` over
+        the disk now (:meth:`export_disk`, raw; the ``analysis`` extra). The export is
+        ``path`` when given (kept, to open again after the VM stops with
+        :func:`~pytest_adare.analysis.open_target`), else a temporary file removed after."""
+        with tempfile.TemporaryDirectory(prefix="adare-disk-") as scratch:
+            disk = await self.export_disk(path if path is not None else Path(scratch) / "disk.raw")
+            yield await asyncio.to_thread(open_target, disk)
+
     async def resume(self) -> None:
         """Let a guest paused by ``dump_memory(..., resume=False)`` run again."""
         await self.vm.machine.aresume()
@@ -280,12 +300,15 @@ class VM(VMState, SyncTwin[AsyncVM]):
         *,
         name: str = "vm",
         config_overrides: Mapping[str, Any] | None = None,
-        machine_factory: MachineFactory = Machine,
+        machine_factory: MachineFactory | None = None,
         qga_factory: QGAFactory = AsyncQGAClient,
         connector: Connector | None = None,
     ) -> None:
-        """``machine_factory``, ``qga_factory``, ``connector``: see the module docstring;
-        the default connector is :func:`pytest_adare.vm_phases.connect.open_transport`."""
+        """``machine_factory``, ``qga_factory``, ``connector``: see the module docstring
+        (the default factory is the options' backend's, :mod:`pytest_adare.machine.registry`);
+        the default connector is :func:`pytest_adare.vm_phases.connect.open_transport`.
+
+        :raise ValueError: an unknown backend, or an option it cannot honour."""
         super().__init__(
             manifest, workdir, options, name=name, config_overrides=config_overrides,
             machine_factory=machine_factory, qga_factory=qga_factory, connector=connector,
@@ -316,6 +339,7 @@ class VM(VMState, SyncTwin[AsyncVM]):
     network_capture = sync_context_twin(AsyncVM.network_capture)
     dump_memory = sync_twin(AsyncVM.dump_memory)
     export_disk = sync_twin(AsyncVM.export_disk)
+    disk_target = sync_context_twin(AsyncVM.disk_target)
     resume = sync_twin(AsyncVM.resume)
     collect_evidence = sync_twin(AsyncVM.collect_evidence)
     close = sync_twin(AsyncVM.close)

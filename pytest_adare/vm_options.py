@@ -17,6 +17,14 @@ from datetime import datetime, timezone
 from functools import cache
 from typing import Any, Literal, TypedDict, get_args, get_origin, get_type_hints
 
+from pytest_adare.host_access import (
+    PortsInput,
+    PortSpec,
+    ShareInput,
+    ShareSpec,
+    parse_ports,
+    parse_share,
+)
 from pytest_adare.lan.port import LanPort
 
 Accel = Literal["auto", "kvm", "tcg"]
@@ -149,6 +157,13 @@ def parse_uri(value: object) -> str:
     return value
 
 
+def parse_backend(value: object) -> str:
+    """A backend's name (which ones exist, :mod:`pytest_adare.machine.registry` says)."""
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", value):
+        raise ValueError(f"expected a backend name like qemu or libvirt, got {value!r}")
+    return value
+
+
 def parse_lan_ports(value: object) -> tuple[LanPort, ...]:
     """LAN NICs (set by ``adare_lan``, never given as text)."""
     if not isinstance(value, (tuple, list)) or not all(isinstance(p, LanPort) for p in value):
@@ -219,8 +234,8 @@ class VMOptions:
     ))  # fmt: skip
     cpus: int | None = field(
         default=None, metadata=about(
-        "number of guest CPUs (default: the image's)", parse=parse_cpus, metavar="N",
-        doc_values="a positive number", doc_default="the image's",
+        "number of guest CPUs (default: 1)", parse=parse_cpus, metavar="N",
+        doc_values="a positive number", doc_default="`1`",
     ))  # fmt: skip
     accel: Accel = field(
         default="auto", metadata=about(
@@ -241,6 +256,13 @@ class VMOptions:
         "give the VM a network card (default: yes, except with the serial transport)",
         exposed=("marker", "launch"), parse=parse_switch,
         doc_values="`True`, `False`", doc_default="`True`, except with the serial transport",
+    ))  # fmt: skip
+    rng: bool = field(
+        default=False, metadata=about(
+        "give the VM a virtio RNG fed from the host's /dev/urandom (/dev/hwrng in the "
+        "guest: its kernel's entropy is ready at once) (default: no)",
+        parse=parse_switch, metavar="BOOL",
+        doc_values="`True`, `False`", doc_default="`False`",
     ))  # fmt: skip
     gui: GuiMode = field(
         default="auto", metadata=about(
@@ -292,6 +314,15 @@ class VMOptions:
         doc_default="`auto`: a VM loads the ready state the first cold boot of its combination "
         "saved in the cache ([runtime](runtime.md#warm-start))",
     ))  # fmt: skip
+    backend: str = field(
+        default="auto", metadata=about(
+        "the machine backend: qemu (QEMU started here) or libvirt (a transient domain on "
+        "the hypervisor hypervisor= names); auto = libvirt when a hypervisor is given, else "
+        "qemu (default: auto)",
+        parse=parse_backend, metavar="NAME",
+        doc_values="`auto`, `qemu`, `libvirt` ([libvirt](libvirt.md))",
+        doc_default="`auto`: `libvirt` with a hypervisor URI, else `qemu`",
+    ))  # fmt: skip
     hypervisor: str | None = field(
         default=None, metadata=about(
         "a libvirt URI (qemu:///system, qemu+ssh://user@host/system): the guest runs "
@@ -321,6 +352,22 @@ class VMOptions:
         "NICs on LAN segments; set by adare_lan (docs/networks.md)", exposed=(),
         parse=parse_lan_ports,
     ))  # fmt: skip
+    ports: tuple[PortSpec, ...] = field(
+        default=(), metadata=about(
+        "guest ports forwarded from the host's 127.0.0.1, each to a free host port "
+        "(guest.port(80) says which): 80,5432/tcp,53/udp (default: none)",
+        parse=parse_ports, metavar="PORTS",
+        doc_values="a list: `[80, \"53/udp\"]`; flag: `80,53/udp`", doc_default="none",
+    ))  # fmt: skip
+    share: tuple[ShareSpec, ...] = field(
+        default=(), metadata=about(
+        "host folders mounted read-only in the guest before the test, copied at the VM's "
+        "start: HOST:GUEST, several separated by commas; the VM then boots cold (default: "
+        "none)",
+        parse=parse_share, metavar="HOST:GUEST",
+        doc_values="`{\"./\": \"/src\"}`; flag: `HOST:GUEST`",
+        doc_default="none ([runtime](runtime.md#a-shared-folder))",
+    ))  # fmt: skip
 
     def __post_init__(self) -> None:
         for spec in option_fields():
@@ -332,6 +379,7 @@ class VMOptions:
         ready = self.ready_command
         if ready is not None and (problem := ready_command_problem(ready)):
             raise ValueError(f"ready_command {problem}")
+        parse_backend(self.backend)
         if self.hypervisor is not None:
             parse_uri(self.hypervisor)
             if self.transport != "serial":
@@ -339,6 +387,7 @@ class VMOptions:
                     "a libvirt hypervisor reaches the agent over its serial channel (no port "
                     "forwarding): use transport='serial'"
                 )
+        self._check_host_access()
         if self.transport == "websocket" and not self.network:
             raise ValueError("transport='websocket' needs the network; use transport='serial'")
         if self.memory_mib is not None and self.memory_mib < 64:
@@ -348,6 +397,18 @@ class VMOptions:
         for name in ("boot_timeout", "desktop_timeout", "ready_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    def _check_host_access(self) -> None:
+        """Forwarded ports need the user-mode NIC (whether the backend can forward them, or
+        attach a share, :func:`~pytest_adare.machine.registry.backend_for` checks).
+        ``launch(ports=[80])`` gives a list: kept as parsed tuples (the options are hashed)."""
+        object.__setattr__(self, "ports", parse_ports(self.ports))
+        object.__setattr__(self, "share", parse_share(self.share) if self.share else ())
+        if self.ports and not self.network:
+            raise ValueError(
+                "ports: forwarded guest ports need the user-mode network card (network=True; "
+                "on a LAN member: a LAN with internet=True)"
+            )
 
     @classmethod
     def from_given(cls, given: Mapping[str, Any]) -> VMOptions:
@@ -383,6 +444,8 @@ class VMOptions:
                 parts.append(f"memory={value}M")
             elif spec.field == "network":
                 parts.append("no network" if not value else "network")
+            elif spec.field in ("ports", "share"):
+                parts.append(f"{spec.field}={','.join(map(str, value))}")
             elif spec.field == "lan_ports":
                 parts.append(f"LAN NICs {','.join(port.netdev for port in value)}")
             elif isinstance(value, str) and spec.choices is None:
@@ -444,12 +507,21 @@ class LaunchOptions(TypedDict, total=False):
     accel: Accel
     transport: Transport
     network: bool
+    rng: bool
     gui: GuiMode
     boot_timeout: float
     desktop_timeout: float
     firmware: FirmwareChoice
     clock: str | None
     warm: Warm
+    backend: str
     hypervisor: str | None
     ready_command: str | None
     ready_timeout: float
+    ports: PortsInput
+    share: ShareInput
+
+
+LAUNCH_INPUT_TYPES: dict[str, object] = {"ports": PortsInput, "share": ShareInput}
+"""The :class:`LaunchOptions` that take more than their field holds: what a user writes
+(``ports=[80, "53/udp"]``, ``share={"./": "/src"}``), parsed into the field's tuple."""

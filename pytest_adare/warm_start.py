@@ -6,8 +6,8 @@ same combination, in this or any later pytest session or xdist worker, loads it
 instead of booting (:class:`~pytest_adare.vm.VM` does both). :func:`warm_plan` decides
 whether that may happen and under which key: the key covers every fact that decides
 whether a saved state fits (the files the guest booted from by path, size and mtime;
-the bundle; QEMU's version; memory, CPUs, accelerator, network, LAN NICs, the agent's
-run dir),
+the bundle; QEMU's version; the accelerator; every ``saved`` field of the machine's
+:class:`~pytest_adare.machine.spec.MachineSpec`; the agent's run dir),
 so a change of any of them makes a new key and the old state is simply not used. A
 state another user could have written is not used either (the plan is cold only and
 its reason says which file).
@@ -17,15 +17,40 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+from pytest_adare.machine.base import Capability
+from pytest_adare.machine.registry import Backend
+from pytest_adare.machine.spec import AgentLink, MachineSpec, spec_from_options
 from pytest_adare.qemu.accel import AccelChoice, qemu_version
 from pytest_adare.qemu.saved_state import SavedState, UntrustedState, find_state, state_key
 from pytest_adare.vm_options import VMOptions
 
 QEMU_BINARY = "qemu-system-x86_64"
+
+
+OPTIONS_BESIDE_THE_SPEC: Mapping[str, str] = {
+    "transport": "no: the saved agent serves both links",
+    "gui": "no: chosen after every start",
+    "install": "in the key: the hand-off route (handoff)",
+    "boot_timeout": "no: a bound on the host's wait",
+    "desktop_timeout": "no: a bound on the host's wait",
+    "ready_timeout": "no: a bound on the host's wait",
+    "firmware": "boots cold: a firmware-booted disk has no direct-boot kernel",
+    "clock": "boots cold: it is the spec's rtc_base",
+    "warm": "boots cold with warm='off'",
+    "backend": "boots cold on a backend without MIGRATION",
+    "hypervisor": "boots cold: its backend (libvirt) has no MIGRATION",
+    "ready_command": "in the key: the state is saved once it passes (ready)",
+    "ports": "no: forwards are made after every start, warm or cold",
+    "share": "boots cold: it is the spec's share_disks",
+}
+"""How each :class:`VMOptions` field that is not a
+:class:`~pytest_adare.machine.spec.MachineSpec` field meets a saved state (the spec's
+fields say it in their own metadata); ``tests/unit/test_machine_spec.py`` fails for an
+option that is in neither."""
 
 
 class WarmImage(Protocol):
@@ -64,16 +89,27 @@ def _identity(path: Path | None) -> str:
     return f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
-def cold_only_reason(image: WarmImage, options: VMOptions, custom_config: bool) -> str | None:
-    """Why this VM must boot cold, or None when a warm start is possible."""
+def planned_spec(options: VMOptions) -> MachineSpec:
+    """The spec a VM with ``options`` will start with, as far as it is known before the
+    start: each share stands for the disk it will get."""
+    return spec_from_options(options, share_disks=tuple(Path(s.host) for s in options.share))
+
+
+def cold_only_reason(
+    image: WarmImage, options: VMOptions, custom_config: bool, backend: Backend
+) -> str | None:
+    """Why this VM must boot cold, or None when a warm start is possible: off, a backend
+    without :attr:`~pytest_adare.machine.base.Capability.MIGRATION`, no direct-boot
+    kernel, a ``cold`` field of the spec (a scenario clock, a share), a custom config."""
     if options.warm == "off":
         return "warm start off (warm='off')"
-    if options.hypervisor is not None:
-        return "a libvirt hypervisor (warm start needs a QEMU started here)"
+    if Capability.MIGRATION not in backend.capabilities:
+        return f"the {backend.name} backend cannot save and load a whole VM state"
     if image.kernel is None:
         return "a firmware-booted disk (warm start needs a direct-boot kernel)"
-    if options.clock is not None:
-        return "a scenario clock (the saved guest clock would not match it)"
+    reasons = planned_spec(options).cold_reasons()
+    if reasons:
+        return reasons[0]
     if custom_config:
         return "a custom agent config"
     return None
@@ -87,15 +123,23 @@ def warm_plan(
     bundle_hash: str,
     run_dir: str,
     handoff: str,
+    backend: Backend,
+    agent_link: AgentLink = "uart",
     ready_command: str | None = None,
     custom_config: bool = False,
     root: Path | None = None,
 ) -> WarmPlan:
     """The plan for a VM of ``image`` with ``options`` whose QEMU will run under ``accel``;
-    ``ready_command`` is the VM's readiness command (options', else manifest's)."""
-    reason = cold_only_reason(image, options, custom_config)
+    ``ready_command`` is the VM's readiness command (options', else manifest's).
+
+    The key holds every ``saved`` field of the machine's spec
+    (:meth:`~pytest_adare.machine.spec.MachineSpec.state_parts`: memory, CPUs, network,
+    the agent's link, LAN NICs, and any field added with that role) beside the facts of
+    the image, the bundle, QEMU and the guest's readiness."""
+    reason = cold_only_reason(image, options, custom_config, backend)
     if reason is not None:
         return WarmPlan(None, None, reason)
+    spec = replace(planned_spec(options), agent_link=agent_link)
     parts = {
         "qemu": qemu_version(QEMU_BINARY),
         "disk": _identity(image.disk),
@@ -103,9 +147,8 @@ def warm_plan(
         "initrd": _identity(image.initrd),
         "append": image.append or "",
         "bundle": bundle_hash,
-        "memory": str(options.memory_mib or image.memory_mib or ""),
-        "cpus": str(options.cpus or 1),
-        "network": str(options.network),
+        "image_memory": str(image.memory_mib or ""),
+        **dict(spec.state_parts()),
         "accel": f"{accel.accel}/{accel.cpu_model}",
         "desktop": str(image.desktop),
         "run_dir": run_dir,
@@ -113,10 +156,6 @@ def warm_plan(
         # The state is saved once the guest is ready, so it is only as ready as this says.
         "ready": ready_command or "",
     }
-    if options.lan_ports:
-        # The NICs are in the saved devices; their sockets, MACs and addresses are not
-        # (set at each start), so LAN members share a state with each other only.
-        parts["lan"] = ",".join(f"{port.netdev}@{port.slot:#x}" for port in options.lan_ports)
     key = state_key(parts)
     try:
         saved = find_state(key, root)

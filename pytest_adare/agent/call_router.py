@@ -27,6 +27,15 @@ The guest is hostile, so what it sends is judged message by message:
 Whatever else goes wrong in a transport's reader (any exception) ends the connection
 the same way: the first cause wins, :attr:`CallRouter.closed` turns true and no call
 waits out its timeout on a reader that is gone.
+
+A call does not wait out its timeout on an agent that went silent either. While it
+waits and nothing at all arrives from the agent for :data:`PING_AFTER` seconds, the
+host pings (the agent's message loop answers, also while a tool runs in a thread); an
+agent that answers nothing for :data:`UNRESPONSIVE_AFTER` seconds is stuck, or the
+link lost the message, and the call fails with :class:`AgentUnresponsive`, unless the
+``stall_check`` the VM installed says to go on waiting (a paused guest). A busy agent
+pongs, so a long call still gets its whole timeout. Either way the error carries what
+``stall_check`` learned about the agent (its health over a side path, its log tail).
 """
 
 from __future__ import annotations
@@ -37,7 +46,8 @@ import inspect
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from adare_guest import __version__
@@ -63,7 +73,13 @@ from adare_guest.protocol import (
 )
 from pytest_adare.agent.connection import EventCallback
 from pytest_adare.agent.transfer_stream import TransferStream, TransferStreams
-from pytest_adare.errors import AgentDisconnected, ProtocolViolation, ToolError, VMTimeout
+from pytest_adare.errors import (
+    AgentDisconnected,
+    AgentUnresponsive,
+    ProtocolViolation,
+    ToolError,
+    VMTimeout,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +93,32 @@ DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 Room for an ``execute_shell`` result at the agent's default output caps (16 MiB of
 stdout and of stderr) even in the worst JSON escaping (6 bytes per control byte)."""
 CLIENT_INFO = {"name": "pytest-adare", "version": __version__, "protocol_version": PROTOCOL_VERSION}
+PING_AFTER = 10.0
+"""Seconds a waiting call hears nothing from the agent before the host pings it (and
+again as long as the silence lasts)."""
+UNRESPONSIVE_AFTER = 60.0
+"""Seconds of silence (no result, event, pong) after which a waiting call gives up: the
+agent's loop answers a ping in milliseconds, in seconds under heavy TCG load."""
+HOST_LATE = 10.0
+"""Seconds a timed-out wait may overrun before the error says the host's loop was late
+(blocked by something else in the pytest process: then the agent may have answered)."""
+STALL_CHECK_TIMEOUT = 30.0
+"""Bound on asking the VM what the silent agent was doing."""
+
+
+@dataclass(frozen=True)
+class Stall:
+    """What a VM's ``stall_check`` found about an agent that went silent."""
+
+    stuck: bool
+    """False: keep waiting (e.g. the guest is paused, so of course it is silent)."""
+    report: list[str]
+    """Lines for the error: the agent's health over a side path, its log tail..."""
+    console_tail: list[str] = field(default_factory=list)
+
+
+StallCheck = Callable[[str, float], Awaitable[Stall]]
+"""``check(tool, silent_seconds)``; installed by the VM as :attr:`CallRouter.stall_check`."""
 
 
 def call_timeout(params: dict[str, Any]) -> float:
@@ -127,6 +169,14 @@ class CallRouter(ABC):
         # None tells a sink the connection is gone.
         self._terminals: dict[int, Callable[[TransferFrame | None], None]] = {}
         self._dispatcher = asyncio.create_task(self._dispatch_loop(), name=f"agent-events {peer}")
+        self._last_heard = time.monotonic()
+        self._liveness_ping: asyncio.Task[None] | None = None
+        self.ping_after = PING_AFTER
+        """Seconds of silence before a waiting call pings the agent."""
+        self.unresponsive_after = UNRESPONSIVE_AFTER
+        """Seconds of silence after which a waiting call fails (see the module docstring)."""
+        self.stall_check: StallCheck | None = None
+        """Asked what a silent agent is doing before a call fails (the VM installs one)."""
 
     @abstractmethod
     async def _transmit(self, text: str) -> None:
@@ -178,11 +228,66 @@ class CallRouter(ABC):
         self._pending[message.id] = (tool, future)
         try:
             await self._transmit(text)
-            return await asyncio.wait_for(future, timeout)
-        except asyncio.TimeoutError:
-            raise VMTimeout(f"the agent's answer to {tool!r} from {self.peer}", timeout) from None
+            return await self._answer(tool, future, timeout)
         finally:
             self._pending.pop(message.id, None)
+
+    async def _answer(
+        self, tool: str, future: asyncio.Future[dict[str, Any]], timeout: float
+    ) -> dict[str, Any]:
+        """The call's result; pings the agent while it is silent (module docstring).
+
+        :raise VMTimeout: no answer within ``timeout``.
+        :raise AgentUnresponsive: nothing at all from the agent for ``unresponsive_after``.
+        """
+        started = time.monotonic()
+        deadline = started + timeout
+        give_up = self.unresponsive_after
+        while not future.done():
+            now = time.monotonic()
+            silent = now - max(self._last_heard, started)
+            what = f"the agent's answer to {tool!r} from {self.peer}"
+            if now >= deadline:
+                found = await self._ask_stall_check(tool, silent) or Stall(True, [])
+                late = [
+                    f"the host's event loop ran late: this wait took {now - started:.0f} s"
+                ] if now - started > timeout + HOST_LATE else []  # fmt: skip
+                raise VMTimeout(what, timeout, found.console_tail, late + found.report)
+            if silent >= give_up:
+                stall = await self._ask_stall_check(tool, silent)
+                if future.done():  # it answered while we asked
+                    break
+                if stall is None or stall.stuck:
+                    stall = stall or Stall(True, [])
+                    raise AgentUnresponsive(
+                        f"{what} was awaited", silent, stall.console_tail, stall.report
+                    )
+                give_up = silent + self.unresponsive_after  # e.g. paused: ask again later
+            if silent >= self.ping_after:
+                self._ping_for_liveness()
+            await asyncio.wait({future}, timeout=min(deadline - now, self.ping_after / 2))
+        return future.result()
+
+    async def _ask_stall_check(self, tool: str, silent: float) -> Stall | None:
+        if self.stall_check is None:
+            return None
+        try:
+            return await asyncio.wait_for(self.stall_check(tool, silent), STALL_CHECK_TIMEOUT)
+        except Exception as exc:  # the report is a courtesy: the call's own error wins
+            why = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            return Stall(True, [f"(what the agent was doing is unknown: {why})"])
+
+    def _ping_for_liveness(self) -> None:
+        """One ping at a time; any message back (its pong, a result, an event) counts."""
+        if self._liveness_ping is not None and not self._liveness_ping.done():
+            return
+        ping = encode_message(Ping(id=new_id(), timestamp=time.time()))
+
+        async def send() -> None:
+            with contextlib.suppress(AgentDisconnected, ProtocolViolation):
+                await self._transmit(ping)
+
+        self._liveness_ping = asyncio.create_task(send(), name=f"agent-liveness {self.peer}")
 
     # -- binary transfers (pytest_adare.agent.connection.BinaryTransport) ---------------
 
@@ -266,6 +371,7 @@ class CallRouter(ABC):
         :raise ProtocolViolation: the message ends the connection (see the module
             docstring): too large, not JSON, too deep, not a protocol message.
         """
+        self.note_heard()
         if len(data) > self.max_message_bytes:  # bytes, or characters (each at least one byte)
             size = len(data) if isinstance(data, bytes) else len(data.encode(errors="replace"))
             raise self.too_large(size)
@@ -309,6 +415,7 @@ class CallRouter(ABC):
         :raise ProtocolViolation: not a transfer message, or for a transfer the host never
             opened (the connection ends, as for an invalid JSON message).
         """
+        self.note_heard()
         try:
             frame = parse_transfer_frame(data)
         except TransferFrameError as exc:
@@ -322,6 +429,11 @@ class CallRouter(ABC):
             return
         self._streams.deliver(frame)
 
+    def note_heard(self) -> None:
+        """The agent sent something (a whole message, or a transport's part of one: a big
+        answer that takes minutes to arrive is no silence)."""
+        self._last_heard = time.monotonic()
+
     def _fail_all(self, failure: Exception) -> None:
         """Mark the connection gone (the first cause wins); fail every pending call."""
         # Called from several places as a connection dies (reader end, send error,
@@ -332,6 +444,8 @@ class CallRouter(ABC):
         # callers can tell a dropped link from a protocol violation.
         if self._failure is None:
             self._failure = failure
+        if self._liveness_ping is not None:
+            self._liveness_ping.cancel()
         error_type = self._disconnect_type or type(self._failure)
         self._streams.fail_all(error_type(f"transfer got no further data: {self._failure}"))
         terminals, self._terminals = self._terminals, {}

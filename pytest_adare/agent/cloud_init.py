@@ -4,7 +4,8 @@ An image that has cloud-init but no qemu-guest-agent (Debian's genericcloud, mos
 distributions' cloud images) reads a NoCloud seed at first boot. The seed's
 ``user-data`` writes the agent bundle and ``config.json`` (mode 0600: it holds the
 token) into the layout :class:`~pytest_adare.agent.install.GuestLayout` names and starts
-the agent as a systemd service (restarted on failure, logs in the journal). The ISO is
+the agent as a systemd service (restarted on failure, logs in the journal) from
+cloud-init's first stage, not its last (see :func:`starter`). The ISO is
 written by ``pycdlib`` (pure Python: no root, no mounts, no ``genisoimage``)::
 
     seed = write_seed(workdir / "seed.iso", layout, bundle, config, instance_id="vm-1")
@@ -19,6 +20,7 @@ import base64
 import io
 import json
 import posixpath
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,13 +39,45 @@ CLOUD_INIT_DONE = r"Cloud-init v\. \S+ finished"
 
 def service_unit(layout: GuestLayout) -> str:
     """The systemd unit that runs the agent from the bundle."""
+    # Started while cloud-init's first stage still runs (see ``starter``): without default
+    # dependencies it need not wait for basic.target, which waits for that stage; the
+    # network is configured by then (cloud-init.service runs after it).
     return (
-        "[Unit]\nDescription=adare guest agent (pytest-adare)\nAfter=network.target\n\n"
+        "[Unit]\nDescription=adare guest agent (pytest-adare)\nDefaultDependencies=no\n"
+        "After=network.target\nConflicts=shutdown.target\nBefore=shutdown.target\n\n"
         "[Service]\n"
         f"WorkingDirectory={layout.run_dir}\n"
         f"ExecStart=/usr/bin/env {layout.python} {layout.bundle_path} {layout.run_dir}\n"
         "Restart=on-failure\nRestartSec=1\n"
     )
+
+
+def seed_marker(layout: GuestLayout) -> str:
+    """The file ``write_files`` writes last: all the others are complete once it exists."""
+    return posixpath.join(layout.agent_dir, "seed-written")
+
+
+def starter(layout: GuestLayout, port: int) -> list[str]:
+    """The ``bootcmd`` entry that starts the agent as soon as the seed's files are written.
+
+    cloud-init's ``runcmd`` runs in its last stage, minutes into a TCG boot (seen: the agent
+    started 290 s in, past the 300 s boot timeout under load). ``bootcmd`` runs in the
+    first stage, but before ``write_files``: so it starts a transient unit outside the
+    boot's ordering that waits (at most 5 min) for the last written file, opens the
+    agent's port in the guest's firewalls (in memory only, as over QGA) and starts the
+    agent's service. It runs on every boot, so a rebooted guest gets its agent back.
+    """
+    firewall = posixpath.join(layout.agent_dir, "firewall.py")
+    script = (
+        f"i=0; while [ ! -e {shlex.quote(seed_marker(layout))} ]; do "
+        'i=$((i+1)); [ "$i" -le 600 ] || exit 1; sleep 0.5; done; '
+        f"{shlex.quote(layout.python)} {shlex.quote(firewall)} {port}; "
+        f"systemctl daemon-reload && exec systemctl start --no-block {SERVICE_NAME}"
+    )
+    return [
+        "systemd-run", "--no-block", "--unit=adare-agent-start",
+        "--property=DefaultDependencies=no", "/bin/sh", "-c", script,
+    ]  # fmt: skip
 
 
 def user_data(layout: GuestLayout, bundle: bytes, config: Mapping[str, Any]) -> str:
@@ -67,15 +101,12 @@ def user_data(layout: GuestLayout, bundle: bytes, config: Mapping[str, Any]) -> 
             },
             {"path": unit_path, "content": service_unit(layout), "permissions": "0644"},
             {"path": firewall_path, "content": FIREWALL_SCRIPT, "permissions": "0644"},
+            # Last: the starter waits for it (entries are written in order).
+            {"path": seed_marker(layout), "content": "", "permissions": "0644"},
         ],
-        # write_files runs after systemd planned the boot: start the unit explicitly,
-        # without waiting for the boot to finish (cloud-final is part of it).
-        "runcmd": [
-            # The agent's port in the guest's firewalls, in memory only (as over QGA).
-            [layout.python, firewall_path, str(config.get("port", DEFAULT_PORT))],
-            ["systemctl", "daemon-reload"],
-            ["systemctl", "start", "--no-block", SERVICE_NAME],
-        ],
+        # write_files runs after systemd planned the boot: the unit is started explicitly,
+        # without waiting for the boot to finish.
+        "bootcmd": [starter(layout, int(config.get("port", DEFAULT_PORT)))],
     }
     return "#cloud-config\n" + json.dumps(document) + "\n"
 

@@ -61,7 +61,7 @@ class AgentFacts:
         return asdict(self)
 
 
-def _decode_address(hex_address: str) -> str:
+def decode_address(hex_address: str) -> str:
     """``0100007F`` → ``127.0.0.1``; 32 hex digits → an IPv6 text (``::`` and ``::1`` short)."""
     raw = bytes.fromhex(hex_address)
     if len(raw) == 4:
@@ -86,7 +86,7 @@ def listening_addresses(proc_net_tcp: str, port: int) -> list[str]:
         address, _, hex_port = fields[1].rpartition(":")
         try:
             if int(hex_port, 16) == port:
-                found.append(_decode_address(address))
+                found.append(decode_address(address))
         except ValueError:
             continue
     return found

@@ -377,7 +377,8 @@ class SerialAgentClient(CallRouter):
     async def _poll_once(self) -> bool:
         body = await self._channel.exchange(Op.POLL)
         if not body or not body[0] & PollFlag.DATA:
-            return False
+            return False  # the link's device thread answers polls: no sign of the agent's loop
+        self.note_heard()
         binary = bool(body[0] & PollFlag.BINARY)
         if self._inbound.in_progress and binary != self._inbound_binary:
             raise ProtocolViolation(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
@@ -70,8 +71,12 @@ class _BoundedConnection(ClientConnection):
 
     write_overflow: int | None = None
     """The queued bytes that made the connection drop, once it did."""
+    heard: Callable[[], None] | None = None
+    """Told of every byte from the agent (part of a message counts: no silence)."""
 
     def data_received(self, data: bytes) -> None:
+        if self.heard is not None:
+            self.heard()
         super().data_received(data)  # may queue automatic pongs and close frames
         queued = self.transport.get_write_buffer_size()
         if queued > MAX_WRITE_BUFFER and self.write_overflow is None:
@@ -97,6 +102,8 @@ class AgentClient(CallRouter):
     ) -> None:
         super().__init__(peer, max_message_bytes=max_message_bytes)
         self._ws = websocket
+        if isinstance(websocket, _BoundedConnection):
+            websocket.heard = self.note_heard
         self._reader = asyncio.create_task(self._read_loop(), name=f"agent-reader {peer}")
 
     # -- connecting -----------------------------------------------------------------

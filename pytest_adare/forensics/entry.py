@@ -56,7 +56,7 @@ def number_or_none(value: Any, what: str) -> float | None:
             return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
         except ValueError:
             pass
-    raise SnapshotFormatError(f"{what} is not a timestamp: {value!r}")
+    raise SnapshotFormatError(f"{what} is not a timestamp: {repr(value)[:60]}")
 
 
 def finite_seconds(value: Any, what: str) -> float:

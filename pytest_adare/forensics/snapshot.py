@@ -197,10 +197,10 @@ class FsSnapshot(Mapping[str, Entry]):
         return cls(
             root=str(header.get("root", "")),
             entries=entries,
-            taken_at_host=finite_seconds(header.get("taken_at_host") or 0.0, "taken_at_host"),
-            taken_at_guest=header.get("taken_at_guest"),
+            taken_at_host=number_or_none(header.get("taken_at_host"), "taken_at_host") or 0.0,
+            taken_at_guest=number_or_none(header.get("taken_at_guest"), "taken_at_guest"),
             os=header.get("os"),
-            collection_time=header.get("collection_time"),
+            collection_time=number_or_none(header.get("collection_time"), "collection_time"),
             errors=list(header.get("errors") or []),
         )
 

@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from adare_guest.config import VIRTIO_PORT_NAME
+from pytest_adare.cache_dir import cache_root
 from pytest_adare.errors import ImageError
 from pytest_adare.file_hash import file_sha256
 from pytest_adare.image.agent_bundle import build_agent_bundle
+from pytest_adare.image.build_claim import PARTIAL_MARK, WORK_PREFIX, Claim, partial_prefix, reap
 from pytest_adare.image.build_failure import build_failure_cause
 from pytest_adare.image.initrd import build_initrd
 from pytest_adare.image.manifest import AgentSpec, ImageManifest, write_manifest
@@ -35,7 +37,7 @@ from pytest_adare.image.rootfs import (
     depmod,
     install_adare_layout,
     merge_overlay,
-    remove_rootfs,
+    remove_tree,
     run_logged,
     strip_rootfs,
     take_kernel,
@@ -156,6 +158,21 @@ def _replace_dir(built: Path, out: Path) -> None:
         built.rename(out)
 
 
+def build_log(out: Path) -> Path:
+    """Where the build of ``out`` logs: in the user's own cache, so the log a failed build
+    names is still there (a successful build moves it into the image)."""
+    logs = cache_root() / "build-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    return logs / f"{out.name}.log"
+
+
+def reap_dead_builds(images: Path, privilege: BuildPrivilege) -> None:
+    """Remove what builds of this user that were killed outright left: partial image
+    directories in ``images`` and work directories (mounts included) in the temp dir."""
+    reap(images, ".", lambda path: shutil.rmtree(path, ignore_errors=True), contains=PARTIAL_MARK)
+    reap(Path(tempfile.gettempdir()), WORK_PREFIX, lambda path: remove_tree(path, privilege))
+
+
 def build_image(
     recipe: Recipe, out: Path, *, mirror: str = DEFAULT_MIRROR, progress: Progress = print
 ) -> Path:
@@ -170,12 +187,15 @@ def build_image(
         bundle = build_agent_bundle(gui=recipe.desktop)
     out = out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    work = Path(tempfile.mkdtemp(prefix="adare-image-build-"))
+    reap_dead_builds(out.parent, privilege)
+    stage_claim = Claim(out.parent, partial_prefix(out))
+    work_claim = Claim(Path(tempfile.gettempdir()), WORK_PREFIX)
+    stage, work = stage_claim.path, work_claim.path
     # mmdebstrap's unshare-mode root is a subordinate id: it must pass through ``work``.
     work.chmod(0o711)
     stage.chmod(0o755)
-    log = stage / "build.log"
+    log = build_log(out)
+    log.write_bytes(b"")
     try:
         rootfs = work / "rootfs"
         with clock.phase(
@@ -184,7 +204,8 @@ def build_image(
             "packages and their dependencies",
         ):
             try:
-                bootstrap(recipe, rootfs, work / "kernel", mirror, log, privilege)
+                hold = (work_claim.fd,)
+                bootstrap(recipe, rootfs, work / "kernel", mirror, log, privilege, hold)
             except ImageError as exc:
                 cause = build_failure_cause(log.read_text(errors="replace"), recipe, mirror)
                 raise ImageError(f"{cause}\n{exc}" if cause else str(exc)) from exc
@@ -233,14 +254,17 @@ def build_image(
         write_manifest(manifest, stage)
         with log.open("a") as handle:
             handle.write(f"initrd modules: {' '.join(loaded)}\nphases: {clock.phases}\n")
+        shutil.move(log, stage / "build.log")
         readable_by_all(stage)
         _replace_dir(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
     finally:
-        remove_rootfs(work / "rootfs", privilege)
-        shutil.rmtree(work, ignore_errors=True)
+        stage_claim.release()
+        remove_tree(work, privilege)
+        shutil.rmtree(work, ignore_errors=True)  # what the build's root could not unlink
+        work_claim.release()
     manifest_path = out / "adare-image.json"
     progress(f"[{time.monotonic() - clock.start:6.1f}s] done       manifest {manifest_path}")
     return manifest_path

@@ -1,7 +1,8 @@
 """Why an image build failed, in one sentence, read from its log (pure: text in).
 
-The log holds mmdebstrap's and apt's output and the marker line a failing provision
-step leaves (:data:`~pytest_adare.image.rootfs.STEP_FAILED`); the error that reaches
+The log holds mmdebstrap's and apt's output and the marker lines a failing provision
+step or file copy leaves (:data:`~pytest_adare.image.rootfs.STEP_FAILED`,
+:data:`~pytest_adare.image.rootfs.FILE_FAILED`); the error that reaches
 the user leads with what this finds and is followed by the log's tail.
 """
 
@@ -21,6 +22,7 @@ _KEPT_INIT = re.compile(
     r".*not (?:going to be|be) installed"
 )
 _STEP = re.compile(r"adare-recipe: provision step (\d+) failed with exit code (\d+)")
+_FILE = re.compile(r"(?:^|\n)(.*)\nadare-recipe: copying files\[\d+\] to (.+) failed")
 NO_NETWORK = re.compile(
     r"Temporary failure resolving|Could not resolve|Could not connect to|"
     r"Failed to fetch .*(?:Connection|resolv|timed out)|Network is unreachable"
@@ -49,6 +51,8 @@ def build_failure_cause(log: str, recipe: Recipe, mirror: str) -> str | None:
         index, code = int(found.group(1)), found.group(2)
         step = recipe.provision[index - 1] if 0 < index <= len(recipe.provision) else "?"
         return f"provision step {index} ({step!r}) failed with exit code {code}"
+    if found := _FILE.search(log):
+        return f"copying a recipe's file to {found.group(2)} in the image failed: {found.group(1)}"
     if NO_NETWORK.search(log):
         return f"no network: the build cannot reach the package mirror {mirror}"
     return None

@@ -10,6 +10,10 @@ directory several users or CI jobs share instead: images are published there
 readable by all (lock files group-writable), and a user who may read but not
 write it uses what is there and never tries to build into it. Only images are
 shared: warm states, bundles and the accel verdict stay in each user's own cache.
+
+An image is handed out only once :func:`cached_manifest` passed it: owned by someone
+this user trusts, its files its own, its disk as built (``image.cache_trust``,
+``image.disk_check``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from pathlib import Path
 from pytest_adare.cache_dir import IMAGE_CACHE_ENV, cache_root, exclusive_lock
 from pytest_adare.errors import ImageError
 from pytest_adare.image.build import build_image
-from pytest_adare.image.manifest import MANIFEST_NAME
+from pytest_adare.image.cache_trust import check_entry, check_files, check_shared_root, trust_rule
+from pytest_adare.image.disk_check import check_disk
+from pytest_adare.image.manifest import MANIFEST_NAME, ImageManifest, load_manifest
 from pytest_adare.image.recipe import DEFAULT_MIRROR, DEFAULT_SUITE, Recipe, builtin_recipe
 from pytest_adare.image.suites import check_suite
 
@@ -78,6 +84,29 @@ def is_cached(recipe: Recipe) -> bool:
     return (image_dir(recipe) / MANIFEST_NAME).is_file()
 
 
+def in_image_cache(path: Path) -> bool:
+    """Whether ``path`` (a manifest or an image directory) lies in the image cache."""
+    return path.resolve().is_relative_to(images_root().resolve())
+
+
+def cached_manifest(path: Path) -> ImageManifest:
+    """The manifest at ``path``, an image in the cache, once it passed the cache's checks:
+    its entry, manifest and files owned by a trusted owner, neither symlinks nor writable
+    by others, the files inside the entry, the disk's sha256 the recorded one.
+
+    :raise ImageError: a check failed; the message names the path and what did not match.
+    """
+    root = images_root()
+    if root == shared_image_cache():
+        check_shared_root(root)
+    rule = trust_rule(root)
+    check_entry(path, rule)
+    manifest = load_manifest(path)
+    check_files(manifest, path.parent, rule)
+    check_disk(manifest, path.parent)
+    return manifest
+
+
 def cached_image(
     recipe: Recipe,
     *,
@@ -85,15 +114,34 @@ def cached_image(
     progress: Progress | None = None,
     lock_timeout: float = BUILD_LOCK_TIMEOUT,
 ) -> Path:
+    """The manifest path of ``recipe``'s cached image, building it first if needed.
+
+    :raise ImageError: as :func:`cached_image_manifest`.
+    """
+    found = cached_image_manifest(
+        recipe, mirror=mirror, progress=progress, lock_timeout=lock_timeout
+    )
+    assert found.path is not None  # loaded from a file
+    return found.path
+
+
+def cached_image_manifest(
+    recipe: Recipe,
+    *,
+    mirror: str = DEFAULT_MIRROR,
+    progress: Progress | None = None,
+    lock_timeout: float = BUILD_LOCK_TIMEOUT,
+) -> ImageManifest:
     """The manifest of ``recipe``'s cached image, building it first if needed.
 
     :raise ImageError: the mirror lacks the recipe's suite (asked before anything is
-        built or locked), or the build failed.
+        built or locked), the build failed, or the cached image does not pass
+        :func:`cached_manifest` or was built from another recipe.
     """
     target = image_dir(recipe)
     manifest = target / MANIFEST_NAME
     if manifest.is_file():
-        return manifest
+        return _checked(manifest, recipe)
     say = progress or (lambda line: None)
     lock = build_lock(target, f"building {recipe.name}", lock_timeout)  # opened on entry
     check_suite(recipe.suite, mirror)
@@ -103,8 +151,21 @@ def cached_image(
     )
     with lock:
         if manifest.is_file():
-            return manifest
-        return build_image(recipe, target, mirror=mirror, progress=say)
+            return _checked(manifest, recipe)
+        # Checked at once: the disk's signature is recorded while it is known good.
+        return _checked(build_image(recipe, target, mirror=mirror, progress=say), recipe)
+
+
+def _checked(path: Path, recipe: Recipe) -> ImageManifest:
+    manifest = cached_manifest(path)
+    # The entry is named by the recipe's hash (image_dir): no need to hash the recipe again.
+    if path.parent.name != f"{recipe.name}-{manifest.recipe_hash}":
+        raise ImageError(
+            f"the cached image {path.parent.name} is not booted: its manifest records "
+            f"the recipe hash {manifest.recipe_hash} (renamed, or built from another "
+            "recipe); remove it"
+        )
+    return manifest
 
 
 def cached_builtin_image(

@@ -15,7 +15,6 @@ when complete: a failed build leaves the cache as it was.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Protocol
 from pytest_adare.errors import ImageError
 from pytest_adare.file_hash import file_sha256
 from pytest_adare.image.build import build_image, readable_by_all
+from pytest_adare.image.build_claim import PARTIAL_MARK, Claim, partial_prefix, reap
 from pytest_adare.image.cache import build_lock, cached_image, image_dir, images_root
 from pytest_adare.image.manifest import MANIFEST_NAME, ImageManifest
 from pytest_adare.image.recipe import DEFAULT_MIRROR, Recipe, builtin_recipe
@@ -151,7 +151,10 @@ def recipe_image(
 def _build_into(target: Path, build: Callable[[Path], Path]) -> Path:
     """Build into a fresh sibling directory, renamed over ``target`` only when complete."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    reap(target.parent, ".", lambda path: shutil.rmtree(path, ignore_errors=True),
+         contains=PARTIAL_MARK)  # fmt: skip
+    claim = Claim(target.parent, partial_prefix(target))
+    stage = claim.path
     stage.chmod(0o755)
     try:
         build(stage)
@@ -167,4 +170,6 @@ def _build_into(target: Path, build: Callable[[Path], Path]) -> Path:
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
+    finally:
+        claim.release()
     return target / MANIFEST_NAME

@@ -17,7 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_adare.errors import ImageError
-from pytest_adare.image.cache import cached_image, is_cached
+from pytest_adare.image.cache import (
+    cached_image_manifest,
+    cached_manifest,
+    in_image_cache,
+    is_cached,
+)
 from pytest_adare.image.convert import SNAPSHOT_BLOCKING_FORMATS, qcow2_copy
 from pytest_adare.image.manifest import (
     BUILTIN_IMAGES,
@@ -113,6 +118,11 @@ def check_builtin(spec: str, mirror: str = DEFAULT_MIRROR) -> None:
         check_suite(named[1], mirror)
 
 
+def _manifest_at(path: Path) -> ImageManifest:
+    """A manifest the user named; one in the image cache passes the cache's checks."""
+    return cached_manifest(path.resolve()) if in_image_cache(path) else load_manifest(path)
+
+
 def resolve_image(
     spec: str | Path,
     progress: Progress | None = None,
@@ -135,23 +145,23 @@ def resolve_image(
     path = Path(text).expanduser()
     if not path.exists():
         if text in BUILTIN_IMAGES or split_suite(text) is not None:
-            return load_manifest(cached_image(builtin_recipe(text), progress=progress))
+            return cached_image_manifest(builtin_recipe(text), progress=progress)
     if is_recipe(text):
         built = recipe_image(
-            load_recipe(path),
+            load_recipe(text),
             resolve_base=lambda base: resolve_image(base, progress),
             booted=booted,
             request=request,
             progress=progress,
         )
-        return load_manifest(built)
+        return cached_manifest(built)
     if path.is_dir():
         manifest = path / MANIFEST_NAME
         if not manifest.is_file():
             raise ImageError(f"{path} is a directory without {MANIFEST_NAME}")
-        return snapshot_ready(load_manifest(manifest), progress)
+        return snapshot_ready(_manifest_at(manifest), progress)
     if path.is_file():
-        found = load_manifest(path) if path.suffix == ".json" else bare_disk_manifest(path)
+        found = _manifest_at(path) if path.suffix == ".json" else bare_disk_manifest(path)
         return snapshot_ready(found, progress)
     raise ImageError(
         f"no image at {text!r}: give a manifest ({MANIFEST_NAME}), its directory, a disk "

@@ -12,14 +12,19 @@ overlay, ``depmod``, strip), so the files are root's either way.
 
 from __future__ import annotations
 
+import os
+import posixpath
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from pytest_adare.errors import ImageError, format_tail
+from pytest_adare.file_hash import stream_sha256
 from pytest_adare.image.initrd import module_load_order
 from pytest_adare.image.recipe import Recipe
+from pytest_adare.image.recipe_file import FileCopy, open_source
 from pytest_adare.image.userns import BuildPrivilege
 
 # Leave out what nobody reads inside a test guest.
@@ -35,8 +40,11 @@ _DPKG_EXCLUDES = (
 _BUSYBOX_POWER = ("poweroff", "reboot", "halt")
 
 
-def run_logged(argv: list[str], log: Path, what: str, timeout: float) -> None:
-    """Run a build command with its output appended to ``log``.
+def run_logged(
+    argv: list[str], log: Path, what: str, timeout: float, hold: tuple[int, ...] = ()
+) -> None:
+    """Run a build command with its output appended to ``log`` (``hold``: descriptors it
+    inherits, e.g. the build's claim on its work directory).
 
     :raise ImageError: it failed or ran out of time; the message holds the log's tail.
     """
@@ -51,6 +59,7 @@ def run_logged(argv: list[str], log: Path, what: str, timeout: float) -> None:
                 stdin=subprocess.DEVNULL,
                 timeout=timeout,
                 check=False,
+                pass_fds=hold,
             )
         except subprocess.TimeoutExpired as exc:
             raise ImageError(f"{what} took longer than {timeout:.0f} s\n{_tail(log)}") from exc
@@ -95,6 +104,9 @@ Pin-Priority: -1
 KEEP_INIT_PATH = "etc/apt/preferences.d/adare-keep-init"
 STEP_FAILED = "adare-recipe: provision step {index} failed with exit code"
 """The line a failing provision step leaves in the build log (the error quotes it)."""
+FILE_FAILED = "adare-recipe: copying files[{index}] to {dest} failed"
+"""The line a file that could not be copied in leaves in the build log."""
+SANDBOX = Path(__file__).with_name("sandbox_enter.py")
 
 
 def _keep_init_hook(scratch: Path) -> str:
@@ -103,40 +115,93 @@ def _keep_init_hook(scratch: Path) -> str:
     return f'mkdir -p "$1/etc/apt/preferences.d" && cp {preferences} "$1/{KEEP_INIT_PATH}"'
 
 
-def _recipe_hooks(recipe: Recipe, scratch: Path) -> list[str]:
+def _sandboxed(scratch: Path, python: str, reads: list[Path], argv: list[str]) -> str:
+    """A hook command that runs ``argv`` in the root ``$1`` cut off from the host
+    (``sandbox_enter.py``), with ``reads`` open as its descriptors 3, 4, ..."""
+    words = [shlex.quote(python), "-I", shlex.quote(str(scratch / SANDBOX.name)), '"$1"']
+    for path in reads:
+        words += ["--read", shlex.quote(str(path))]
+    return " ".join([*words, "--", *(shlex.quote(arg) for arg in argv)])
+
+
+def _copy_script(recipe: Recipe) -> str:
+    """The shell that copies the recipe's files (descriptors 3, 4, ...) in, run inside the
+    sandbox: every destination, symlinks included, resolves in the image's root."""
+    lines = []
+    for index, copy in enumerate(recipe.files):
+        dest = shlex.quote(copy.dest)
+        steps = [
+            f"mkdir -p {shlex.quote(posixpath.dirname(copy.dest))}",
+            f"cat /proc/self/fd/{3 + index} > {dest}",
+        ]
+        if copy.owner is not None:
+            steps.append(f"chown {shlex.quote(copy.owner)} {dest}")
+        steps.append(f"chmod {copy.mode:o} {dest}")
+        failed = shlex.quote(FILE_FAILED.format(index=index, dest=copy.dest))
+        lines.append(f"{{ {' && '.join(steps)}; }} || {{ echo {failed}; exit 1; }}")
+    return "\n".join(lines) + "\n"
+
+
+def stage_file(copy: FileCopy, target: Path) -> None:
+    """Copy ``copy``'s source to ``target`` (a new file, 0600), checking it is still the
+    content the recipe's hash covers.
+
+    :raise ImageError: the source is gone, not a regular file, or changed.
+    """
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with open_source(copy.source) as source, os.fdopen(fd, "wb") as sink:
+        digest = stream_sha256(source, sink)
+    if digest != copy.sha256:
+        raise ImageError(
+            f"{copy.source} changed since its recipe was read (copied to {copy.dest}); build again"
+        )
+
+
+def _recipe_hooks(recipe: Recipe, scratch: Path, python: str) -> list[str]:
     """Customize hooks for the desktop user, the copied files and the provision steps, in
-    that order; each runs in the finished root through ``chroot`` (never on the host)."""
+    that order. The user's files and steps run in the sandbox (``sandbox_enter.py``),
+    never on the host nor under a bare ``chroot``; the files are staged in ``scratch``
+    (0700, files 0600) and reach it as open descriptors."""
     hooks = []
-    # mmdebstrap's unshare-mode root cannot read the user's private files: copy them
-    # where it can (the same content goes in as root, so root's image is unchanged).
-    sources = scratch / "files"
-    sources.mkdir(exist_ok=True)
     if recipe.user is not None:
         script = scratch / "desktop-user.sh"
         script.write_bytes(recipe.script("desktop-user.sh"))
         hooks.append(f'chroot "$1" /bin/sh -s {shlex.quote(recipe.user)} < {script}')
-    for number, copy in enumerate(recipe.files):
-        dest = shlex.quote(copy.dest.lstrip("/"))
-        source = sources / str(number)
-        shutil.copyfile(copy.source, source)
-        source.chmod(0o644)
-        hook = f'mkdir -p "$1/$(dirname {dest})" && cp {source} "$1/"{dest}'
-        if copy.owner is not None:
-            hook += f" && chroot \"$1\" chown {shlex.quote(copy.owner)} /{dest}"
-        if copy.mode is not None:
-            hook += f' && chmod {copy.mode:o} "$1/"{dest}'
-        hooks.append(hook)
+    if not recipe.files and not recipe.provision:
+        return hooks
+    shutil.copyfile(SANDBOX, scratch / SANDBOX.name)
+    if recipe.files:
+        sources = scratch / "files"
+        sources.mkdir(mode=0o700)
+        staged = [sources / str(number) for number in range(len(recipe.files))]
+        for copy, target in zip(recipe.files, staged, strict=True):
+            stage_file(copy, target)
+        argv = ["/bin/sh", "-c", _copy_script(recipe)]
+        hooks.append(_sandboxed(scratch, python, staged, argv))
     for index, step in enumerate(recipe.provision, 1):
         script = scratch / f"provision-{index}.sh"
         script.write_text(step + "\n")
         failed = STEP_FAILED.format(index=index)
-        hooks.append(
-            f'cp {script} "$1/tmp/adare-provision.sh"; '
-            'chroot "$1" /bin/sh /tmp/adare-provision.sh; rc=$?; '
-            'rm -f "$1/tmp/adare-provision.sh"; '
-            f'if [ "$rc" -ne 0 ]; then echo "{failed} $rc"; exit "$rc"; fi'
-        )
+        run = _sandboxed(scratch, python, [script], ["/bin/sh", "/proc/self/fd/3"])
+        hooks.append(f'{run}; rc=$?; if [ "$rc" -ne 0 ]; then echo "{failed} $rc"; exit "$rc"; fi')
     return hooks
+
+
+def hook_python(privilege: BuildPrivilege) -> str:
+    """The Python the sandbox hooks run: this one, or for a rootless build (whose root, a
+    subordinate id, may not enter the user's home) the system's."""
+    system = shutil.which("python3", path="/usr/bin:/bin")
+    if privilege.mmdebstrap_mode == "unshare" and system is not None:
+        return system
+    return sys.executable
+
+
+def _private_scratch(scratch: Path, log: Path, privilege: BuildPrivilege) -> None:
+    """``scratch`` (0700) becomes the build root's own: mmdebstrap's unshare-mode root is
+    a subordinate id, which may read it then, and no other user may."""
+    if privilege.mmdebstrap_mode == "unshare":
+        argv = privilege.wrap(["chown", "-R", "0:0", str(scratch)])
+        run_logged(argv, log, "handing the recipe's files to the build's root", timeout=300)
 
 
 def bootstrap(
@@ -146,18 +211,21 @@ def bootstrap(
     mirror: str,
     log: Path,
     privilege: BuildPrivilege,
+    hold: tuple[int, ...] = (),
 ) -> None:
     """Install the recipe's packages into ``target`` with ``mmdebstrap`` (as root, or in
     its ``unshare`` mode for an ordinary user), then its desktop user, files and
-    provision steps.
+    provision steps. mmdebstrap and its hooks inherit ``hold``.
 
     The kernel's ``/boot`` and ``/lib/modules`` are copied to ``kernel_dir`` and the
     kernel packages are purged from ``target``.
     """
     kernel_dir.mkdir(parents=True)
     scratch = kernel_dir.parent / "hooks"
-    scratch.mkdir(exist_ok=True)
-    scratch.chmod(0o755)  # the hooks' root may be a subordinate id: let it read them
+    scratch.mkdir(mode=0o700)
+    hooks = _recipe_hooks(recipe, scratch, hook_python(privilege))
+    setup_hook = _keep_init_hook(scratch)
+    _private_scratch(scratch, log, privilege)
     argv = [
         "mmdebstrap",
         "--variant=essential",
@@ -167,14 +235,14 @@ def bootstrap(
         *(f"--dpkgopt={rule}" for rule in _DPKG_EXCLUDES),
         *(f"--dpkgopt=path-exclude={glob}" for glob in recipe.dpkg_excludes),
         f"--customize-hook=copy-out /boot /lib/modules {kernel_dir}",
-        f"--setup-hook={_keep_init_hook(scratch)}",
+        f"--setup-hook={setup_hook}",
         f"--customize-hook={_purge_kernel_hook(recipe)}",
-        *(f"--customize-hook={hook}" for hook in _recipe_hooks(recipe, scratch)),
+        *(f"--customize-hook={hook}" for hook in hooks),
         recipe.suite,
         str(target),
         mirror,
     ]
-    run_logged(argv, log, f"mmdebstrap {recipe.suite} from {mirror}", timeout=1800)
+    run_logged(argv, log, f"mmdebstrap {recipe.suite} from {mirror}", timeout=1800, hold=hold)
 
 
 def kernel_version(kernel_dir: Path) -> str:
@@ -333,7 +401,9 @@ def tree_size(rootfs: Path, privilege: BuildPrivilege) -> int:
     return sum(int(size) for size in sizes)
 
 
-def remove_rootfs(rootfs: Path, privilege: BuildPrivilege) -> None:
-    """Delete ``rootfs`` (as its root: the user may not own what is in it)."""
-    if rootfs.exists():
-        subprocess.run(privilege.wrap(["rm", "-rf", str(rootfs)]), check=False, timeout=300)
+def remove_tree(tree: Path, privilege: BuildPrivilege) -> None:
+    """Delete ``tree`` (as the build's root: the user may not own what is in it), never
+    crossing into another file system (what a killed mmdebstrap left mounted in it)."""
+    if tree.exists():
+        argv = ["rm", "-rf", "--one-file-system", str(tree)]
+        subprocess.run(privilege.wrap(argv), check=False, timeout=300)

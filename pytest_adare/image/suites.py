@@ -12,6 +12,8 @@ import re
 from pytest_adare.errors import ImageError
 from pytest_adare.image.manifest import BUILTIN_IMAGES
 
+DEFAULT_SUITE = "bookworm"
+"""The suite of a built-in name without one (``debian``)."""
 SUITE_CHECK_TIMEOUT = 15.0
 # Debian's codenames and aliases (bullseye, stable, sid): never a path or a URL part.
 _SUITE = re.compile(r"[a-z][a-z0-9.-]*")

@@ -4,10 +4,11 @@
 
     adare-vm run debian                 # boot, a shell inside; leaving it stops the VM
     adare-vm run debian --keep          # ... and the VM keeps running afterwards
-    adare-vm list                       # this user's VMs: name, image, since, owner, screen
+    adare-vm list                       # this user's VMs: name, image, run, since, owner, screen
     adare-vm shell vm0 [-- CMD ...]     # a shell (or run CMD: its output and status)
+    adare-vm shell vm0 -- 'ls; df -h'   # one argument: a shell command line (sh -c)
     adare-vm screen vm0 shot.png        # the screen as PNG
-    adare-vm stop vm0
+    adare-vm stop vm0@4242              # vm0 alone when only one run has a vm0
 
 docs/debugging.md shows the workflows.
 """
@@ -58,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     # What follows ``--`` is split off before parsing (main): argparse's REMAINDER took
     # options after NAME (``shell vm0 --user u``) as the command, and its "*" drops
     # every ``--`` of the command's own arguments.
-    enter.add_argument("cmd", nargs="*", help="-- CMD ...: run it and exit")
+    enter.add_argument(
+        "cmd", nargs="*", help="-- CMD ...: run it and exit (one argument: a sh -c command line)"
+    )
     stop = commands.add_parser("stop", help="stop NAME")
     stop.add_argument("name")
     screen = commands.add_parser("screen", help="write NAME's screen as a PNG")
@@ -109,6 +112,7 @@ def _list(args: argparse.Namespace) -> int:
             {
                 "name": e.name,
                 "image": e.image,
+                "run": e.run,
                 "since": e.since,
                 "owner": e.owner,
                 "screen": f"adare-vm screen {e.name} FILE.png",
@@ -120,17 +124,14 @@ def _list(args: argparse.Namespace) -> int:
     if not found:
         print("no running VMs (adare-vm run IMAGE boots one)")
         return 0
-    rows = [("NAME", "IMAGE", "SINCE", "OWNER", "SCREEN")]
+    rows = [("NAME", "IMAGE", "RUN", "SINCE", "OWNER", "SCREEN")]
     for e in found:
         since = dt.datetime.fromtimestamp(e.since).strftime("%H:%M:%S")
-        rows.append((e.name, e.image, since, e.owner, f"adare-vm screen {e.name} FILE.png"))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        rows.append((e.name, e.image, e.run, since, e.owner, f"adare-vm screen {e.name} FILE.png"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
-        print(
-            "  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths, strict=True))
-            + "  "
-            + row[4]
-        )
+        cells = [cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)]
+        print("  ".join([*cells, row[-1]]))
     return 0
 
 

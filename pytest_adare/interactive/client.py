@@ -5,6 +5,11 @@ Ctrl-C, Ctrl-D and arrows go to the guest program, not to ``adare-vm``), window-
 changes forwarded on SIGWINCH, the host terminal restored however it ends. Without a
 tty (a script, a pipe) the bytes are copied as they are and a command's output comes
 without the pty's ``\\r\\n`` (``stty -onlcr``), so ``adare-vm shell NAME -- CMD`` scripts.
+
+A command runs as :func:`command_argv` says: in a login shell's environment (``sh -l``:
+the ``PATH`` of the interactive shell, ``/adare/bin`` included on the built-in images),
+one argument as a shell command line (``-- 'ls; cat /etc/hostname'``), several as a
+program and its arguments, untouched.
 """
 
 from __future__ import annotations
@@ -25,8 +30,26 @@ from typing import Any
 
 from pytest_adare.interactive.wire import Kind, encode, encode_json, parse_json, read_frame
 
-PLAIN_OUTPUT = 'stty -echo -onlcr 2>/dev/null; exec "$@"'
-"""Run a command with the pty's echo and newline translation off (scripted use)."""
+PLAIN_OUTPUT = "stty -echo -onlcr 2>/dev/null; "
+"""Before a scripted command: the pty's echo and newline translation off."""
+RUN_PROGRAM = 'exec "$@"'
+RUN_COMMAND_LINE = 'eval "$1"'
+
+
+def command_argv(command: Sequence[str], *, plain: bool) -> list[str]:
+    """What the guest runs for ``adare-vm shell NAME -- COMMAND...``.
+
+    A login shell (``sh -l`` reads ``/etc/profile``, as the interactive shell does) runs
+    the one argument as a command line, or ``exec``s several as they are; ``plain``
+    (no tty on our side) turns the pty's echo and ``\\r\\n`` off first.
+
+    >>> command_argv(["ls; cat /etc/hostname"], plain=False)
+    ['sh', '-lc', 'eval "$1"', 'sh', 'ls; cat /etc/hostname']
+    >>> command_argv(["cat", "/etc/host name"], plain=True)[2:]
+    ['stty -echo -onlcr 2>/dev/null; exec "$@"', 'sh', 'cat', '/etc/host name']
+    """
+    script = RUN_COMMAND_LINE if len(command) == 1 else RUN_PROGRAM
+    return ["sh", "-lc", (PLAIN_OUTPUT if plain else "") + script, "sh", *command]
 
 
 class OwnerError(RuntimeError):
@@ -81,9 +104,7 @@ async def shell(
     :raise OwnerError: the owner refused (no such user, the agent is gone).
     """
     interactive = os.isatty(stdin)
-    argv = list(command) if command else None
-    if argv and not interactive:
-        argv = ["sh", "-c", PLAIN_OUTPUT, "sh", *argv]
+    argv = command_argv(command, plain=not interactive) if command else None
     rows, cols = _window_size(stdin)
     reader, writer = await _open(
         socket,

@@ -64,11 +64,14 @@ def cannot_hand_over(vm: VM) -> str | None:
     return None
 
 
-def hand_over(vm: VM, *, image: str, test_name: str, owner: str, idle_minutes: float) -> str:
+def hand_over(
+    vm: VM, *, image: str, test_name: str, owner: str, idle_minutes: float, run: str
+) -> str:
     """Copy ``vm`` (running, state as it is now) into a keeper; the kept VM's name.
 
     ``image`` is what the plugin resolved the VM's image from (the keeper resolves it
-    again). ``vm`` itself runs on, reconnected.
+    again); ``run`` names the pytest run in the kept VM's name (``TEST-vm0@RUN``).
+    ``vm`` itself runs on, reconnected.
 
     :raise HandoverError: it cannot be kept (see :func:`cannot_hand_over`), saving the
         state failed, or the keeper did not come up.
@@ -87,6 +90,7 @@ def hand_over(vm: VM, *, image: str, test_name: str, owner: str, idle_minutes: f
             "test_name": test_name,
             "owner": owner,
             "idle_minutes": idle_minutes,
+            "run": run,
         }
         fd = os.open(directory / HANDOVER, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as out:

@@ -83,6 +83,7 @@ def keep_handed_over(directory: Path) -> int:
                 image=manifest.name,
                 owner=f"{handover['owner']} (kept, keeper pid {os.getpid()})",
                 on_stop=stop.set,
+                run=str(handover.get("run", "")),
             )
             try:
                 announce(registration.name, 1)

@@ -3,7 +3,9 @@
 ``--adare-pause-on-fail`` (a failing test, before its teardown) and ``guest.breakpoint()``
 (anywhere in a test) come here. The prompt and the Enter go through the terminal
 pytest runs in (``/dev/tty``), past pytest's output capture; ``adare-vm stop NAME``
-from another terminal ends the pause too.
+from another terminal ends the pause too. Both follow the same rules
+(:func:`pause_problem`): no pause in an xdist worker, in CI, or without a terminal, where
+nobody would press Enter and the run would wait forever.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 import re
 import select
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pytest_adare.agent.terminal import TerminalTransport
@@ -29,8 +31,12 @@ if TYPE_CHECKING:
 TTY = "/dev/tty"
 
 
+NOT_CI = ("", "0", "false", "no", "off")
+"""Values of ``CI`` that do not mean a CI run (CI services set ``CI=true``)."""
+
+
 class NoTerminal(RuntimeError):
-    """There is no terminal to pause on (CI, no controlling tty)."""
+    """Nobody can answer a pause here (an xdist worker, CI, no controlling tty)."""
 
 
 def terminal_problem(path: str = TTY) -> str | None:
@@ -40,6 +46,30 @@ def terminal_problem(path: str = TTY) -> str | None:
             return None
     except OSError as exc:
         return f"cannot open {path}: {exc.strerror} (no terminal to wait for Enter on)"
+
+
+def pause_problem(
+    *, xdist: bool, environ: Mapping[str, str] = os.environ, tty: str = TTY
+) -> str | None:
+    """Why a pause would wait forever here, else None; the words follow the option's name
+    (``--adare-pause-on-fail needs a terminal: ...``, ``guest.breakpoint() cannot ...``).
+
+    ``xdist``: this is an xdist run or worker. A CI run (``CI=true``) may well give pytest
+    a pseudo-terminal, but nobody is at it.
+
+    >>> pause_problem(xdist=False, environ={"CI": "true"})
+    "cannot pause in CI (CI='true'): nobody would press Enter (unset CI to pause)"
+    """
+    if xdist:
+        return (
+            "cannot be used with xdist (-n): workers have no terminal to wait on, and a "
+            "paused worker would hold the whole run"
+        )
+    ci = environ.get("CI", "")
+    if ci.strip().lower() not in NOT_CI:
+        return f"cannot pause in CI (CI={ci[:20]!r}): nobody would press Enter (unset CI to pause)"
+    problem = terminal_problem(tty)
+    return None if problem is None else f"needs a terminal: {problem}"
 
 
 def name_base(test_name: str) -> str:

@@ -83,10 +83,14 @@ def register(
     image: str,
     owner: str,
     on_stop: Callable[[], Awaitable[None] | None],
+    run: str = "",
 ) -> Registration:
-    """Register ``vm`` under the first free name ``BASE0``… and serve it."""
+    """Register ``vm`` under the first free name ``BASE0@RUN``… and serve it.
+
+    ``run`` names the run it belongs to (default: this process's pid).
+    """
     entry = registry.claim(
-        base, registry.Entry(name="", image=image, owner=owner, owner_pid=os.getpid())
+        base, registry.Entry(name="", image=image, owner=owner, owner_pid=os.getpid(), run=run)
     )
     entry.reach = reach_info(vm)
     registry.update(entry)

@@ -8,6 +8,11 @@ other member (a hub: the guests' NICs drop what is not theirs). Nothing here is
 reachable from outside the directory, and each segment has its own: two sessions or
 xdist workers never share a frame.
 
+A port is closed until :meth:`Forwarder.admit`: the LAN admits a member once it has
+given the member its MAC and address and switched IPv6 off. Until then what its guest
+sends is dropped (the boot's router solicitations, a warm start's announcements of the
+saved MAC and of the user network's 10.0.2.15) and nothing is sent to it.
+
 Bounds: a frame a member cannot take at once (its socket's queue is full) waits in that
 member's queue of at most ``queue_frames`` frames; beyond that the oldest is dropped and
 counted (``dropped``), as a switch drops when a port is congested. A member that is not
@@ -45,6 +50,7 @@ class _Port:
     name: str
     qemu_path: str
     sock: socket.socket
+    admitted: bool = False
     queue: deque[bytes] = field(default_factory=deque)
     received: int = 0
     dropped: int = 0
@@ -89,6 +95,14 @@ class Forwarder:
         self._selector.register(sock, selectors.EVENT_READ, name)
         self._wake()
         return qemu_path, own_path
+
+    def admit(self, name: str) -> None:
+        """Open a member's port: from now on its frames are on the segment and it gets
+        the others'.
+
+        :raise KeyError: no such port."""
+        with self._lock:
+            self._ports[name].admitted = True
 
     def remove_port(self, name: str) -> None:
         """Forget a member (its frames are no longer read or sent)."""
@@ -154,13 +168,13 @@ class Forwarder:
                 frame, sender = port.sock.recvfrom(MAX_FRAME)
             except (BlockingIOError, OSError):
                 return
-            if sender != port.qemu_path:
-                continue  # only the member's own QEMU speaks on its socket
+            if sender != port.qemu_path or not port.admitted:
+                continue  # only the member's own QEMU speaks on its socket, once admitted
             port.received += 1
             at = time.time()
             with self._lock:
                 taps = list(self._taps)
-                others = [p for p in self._ports.values() if p is not port]
+                others = [p for p in self._ports.values() if p is not port and p.admitted]
             for tap in taps:
                 tap.write(frame, at)
             for other in others:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 LAN_FIRST_SLOT = 0x10
 """PCI slot of a VM's first LAN NIC (the next ones follow); far from the slots QEMU
@@ -54,3 +55,12 @@ def lan_port(
     if not 0 <= index < MAX_LAN_PORTS:
         raise ValueError(f"a VM has at most {MAX_LAN_PORTS} LAN NICs")
     return LanPort(f"lan{index}", LAN_FIRST_SLOT + index, mac, socket, peer, network)
+
+
+class HypervisorNetwork(Protocol):
+    """A LAN segment when the backend provides it (a libvirt network): its name, which
+    the members' NICs name, and how it goes away after the members."""
+
+    name: str
+
+    def close(self) -> None: ...

@@ -5,8 +5,10 @@ QEMU) or is given the hypervisor's network (an isolated libvirt network), and ha
 every member's NIC to the VM as a :class:`~.port.LanPort` in its options; once a
 member's agent is connected it sets the member's address, MAC and hostname through the
 agent, and rewrites ``/etc/hosts`` on every member so each resolves the others by name.
-Members reach their agent over the serial link, never over the segment, so the segment
-carries only what the scenario sends.
+Members reach their agent over the serial link, never over the segment, and a member's
+port on the hub opens only once it is configured (what its guest sent before, while it
+booted or loaded a saved state, is dropped), so the segment carries only what the
+scenario sends.
 
 How VMs are started and closed is the caller's (the plugin goes through its pool; a
 script can start ``VM`` s itself): ``starter(hostname, ports, options)`` returns a
@@ -31,13 +33,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pytest_adare.lan.addressing import LanError, LanPlan, Member, hosts_file
 from pytest_adare.lan.forwarder import Forwarder
 from pytest_adare.lan.guest_config import NO_IP_TOOL, NO_NIC, hosts_command, join_command
 from pytest_adare.lan.pcap import PcapWriter
-from pytest_adare.lan.port import MAX_LAN_PORTS, LanPort, lan_port
+from pytest_adare.lan.port import MAX_LAN_PORTS, HypervisorNetwork, LanPort, lan_port
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.machine.base import Capability, require
 from pytest_adare.machine.results import CAPTURE_MAX_BYTES, CAPTURE_SNAPLEN
@@ -48,17 +50,8 @@ if TYPE_CHECKING:
 Starter = Callable[[str, tuple[LanPort, ...], dict[str, Any]], "VM"]
 Closer = Callable[[Sequence["VM"]], None]
 CONFIG_TIMEOUT = 30.0
-RESERVED_OPTIONS = frozenset({"transport", "network", "hypervisor"})
+RESERVED_OPTIONS = frozenset({"transport", "network", "backend", "hypervisor"})
 """Options a LAN decides for its members (the serial link; ``internet``; the backend)."""
-
-
-class HypervisorNetwork(Protocol):
-    """The segment when the hypervisor provides it (a libvirt network): its name, which
-    the members' NICs name, and how it goes away after the members."""
-
-    name: str
-
-    def close(self) -> None: ...
 
 
 @dataclass
@@ -82,9 +75,10 @@ class Lan:
     ) -> None:  # fmt: skip
         """``siblings``: the other LANs a member may also be on (the test's; this LAN
         joins the list), for the names in its ``/etc/hosts``. ``network``: the segment
-        on a backend other than ``qemu`` (closed with the LAN; the host runs no hub).
+        as the backend's own network (libvirt; closed with the LAN, the host runs no hub);
+        None: the host forwards the segment between the members' sockets.
 
-        :raise LanError: a bad subnet, or no ``network`` on such a backend."""
+        :raise LanError: a bad subnet."""
         self.name = name
         self.internet = internet
         self.backend = backend
@@ -95,10 +89,9 @@ class Lan:
         self._joined: dict[str, _Joined] = {}
         self._started_here: list[VM] = []
         self._closed = False
-        if backend != "qemu" and network is None:
-            raise LanError(f"LAN {name}: the {backend} backend needs its network")
         self._network = network
-        self._forwarder = Forwarder(directory).start() if backend == "qemu" else None
+        # No network of the backend's own: the host forwards the segment between sockets.
+        self._forwarder = Forwarder(directory).start() if network is None else None
         self._siblings = siblings if siblings is not None else []
         self._siblings.append(self)
 
@@ -111,25 +104,38 @@ class Lan:
         """Hostname → VM, for every member that has started."""
         return {name: j.vm for name, j in self._joined.items() if j.vm is not None}
 
-    def address(self, name: str) -> str:
+    def member_name(self, member: str | VM) -> str:
+        """The hostname of ``member``, given as its name or as the VM :meth:`start`
+        returned (every method taking a member takes either).
+
+        :raise LanError: no such member on this LAN."""
+        if isinstance(member, str):
+            if member in self._joined:
+                return member
+        else:
+            for name, joined in self._joined.items():
+                if joined.vm is not None and joined.vm is member:
+                    return name
+        shown = (
+            repr(member[:80]) if isinstance(member, str)
+            else f"{type(member).__name__} {str(getattr(member, 'name', ''))[:80]!r}"
+        )  # fmt: skip
+        raise LanError(f"LAN {self.name} has no member {shown} (members: "
+                       f"{', '.join(self._joined) or 'none'})")  # fmt: skip
+
+    def address(self, member: str | VM) -> str:
         """The member's address on this segment (``10.77.0.1``).
 
         :raise LanError: no such member."""
-        joined = self._joined.get(name)
-        if joined is None:
-            raise LanError(f"LAN {self.name} has no member {name!r} (members: "
-                           f"{', '.join(self._joined) or 'none'})")  # fmt: skip
-        return joined.member.address
+        return self._joined[self.member_name(member)].member.address
 
-    def mac(self, name: str) -> str:
+    def mac(self, member: str | VM) -> str:
         """The member's MAC address on this segment."""
-        self.address(name)
-        return self._joined[name].member.mac
+        return self._joined[self.member_name(member)].member.mac
 
-    def interface(self, name: str) -> str:
+    def interface(self, member: str | VM) -> str:
         """The name of the member's NIC on this segment inside the guest (``eth0``)."""
-        self.address(name)
-        return self._joined[name].interface
+        return self._joined[self.member_name(member)].interface
 
     # -- joining ----------------------------------------------------------------------
 
@@ -212,6 +218,8 @@ class Lan:
             raise LanError(f"LAN member {name!r}: setting its address failed "
                            f"(exit {result.returncode}): {result.stderr.strip()}")  # fmt: skip
         joined.interface = result.stdout.strip().splitlines()[-1]
+        if self._forwarder is not None:
+            self._forwarder.admit(name)  # its own MAC and address now, and no IPv6
         machine = joined.vm.machine
         if Capability.NETWORK_CAPTURE in machine.capabilities:
             # Its own NIC's traffic, for the member's evidence bundle (collect_evidence).
@@ -247,19 +255,18 @@ class Lan:
 
     # -- faults -------------------------------------------------------------------------
 
-    def block(self, name: str) -> None:
-        """Cut ``name``'s link to this segment (the guest sees no carrier).
+    def block(self, member: str | VM) -> None:
+        """Cut the member's link to this segment (the guest sees no carrier).
 
         :raise UnsupportedFeature: the backend cannot set a link.
         :raise LanError: no such member, or it died."""
-        self._set_link(name, False)
+        self._set_link(self.member_name(member), False)
 
-    def unblock(self, name: str) -> None:
-        """Restore ``name``'s link after :meth:`block`."""
-        self._set_link(name, True)
+    def unblock(self, member: str | VM) -> None:
+        """Restore the member's link after :meth:`block`."""
+        self._set_link(self.member_name(member), True)
 
     def _set_link(self, name: str, up: bool) -> None:
-        self.address(name)
         joined = self._joined[name]
         assert joined.vm is not None
         require(joined.vm.machine, Capability.LINK)

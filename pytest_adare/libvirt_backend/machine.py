@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,7 +52,6 @@ from typing import Any, TypeVar
 from PIL import Image
 
 from pytest_adare.errors import AdareError, SnapshotError
-from pytest_adare.lan.port import LanPort
 from pytest_adare.libvirt_backend.connection import (
     HypervisorError,
     error_text,
@@ -106,7 +105,8 @@ from pytest_adare.machine.results import (
     NetworkCapture,
     new_file_target,
 )
-from pytest_adare.qemu.accel import AccelRequest, choose_accel
+from pytest_adare.machine.spec import MachineSpec
+from pytest_adare.qemu.accel import choose_accel
 from pytest_adare.qemu.disk_export import export_disk
 
 T = TypeVar("T")
@@ -139,54 +139,39 @@ class LibvirtMachine(MachineCore):
     # Monitor passthrough and the guest's PS/2 queue both need a slower pace than QEMU's.
     type_key_interval = 0.05
 
+    SUPPORTED = frozenset({"name", "memory_mib", "cpus", "accel", "network", "agent_link",
+                           "lan_ports"})  # fmt: skip
+    """The :class:`~pytest_adare.machine.spec.MachineSpec` fields a domain honours; any
+    other field away from its default is refused (``MachineSpec.unsupported_by``)."""
+
     def __init__(
         self,
         manifest: MachineImage,
         workdir: Path,
+        spec: MachineSpec | None = None,
         *,
         uri: str,
-        memory_mib: int | None = None,
-        cpus: int | None = None,
-        accel: AccelRequest = "auto",
-        network: bool = True,
         display: bool = True,
-        fw_cfg: Mapping[str, Path] | None = None,
-        name: str = "vm",
-        rtc_base: str | None = None,
-        incoming: bool = False,
-        firmware: str = "bios",
-        seed: Path | None = None,
         agent_serial_device: str | None = None,
-        agent_link: str = "uart",  # the domain XML follows agent_serial_device itself
-        lan_ports: Sequence[LanPort] = (),
     ) -> None:
-        refused = [
-            what
-            for what, asked in (
-                ("fw_cfg hand-off", bool(fw_cfg)),
-                ("a cloud-init seed", seed is not None),
-                ("UEFI firmware", firmware == "uefi"),
-                ("loading a saved state (warm start)", incoming),
-                ("a disk without a direct-boot kernel", manifest.kernel is None),
-                ("a scenario clock", rtc_base is not None),
-            )
-            if asked
-        ]
+        """``agent_serial_device``: the guest device the agent serves (the domain XML
+        follows it; ``spec.agent_link`` says the same for QEMU)."""
+        spec = spec or MachineSpec()
+        refused = spec.unsupported_by(self.SUPPORTED)
+        if manifest.kernel is None:
+            refused.append("a disk without a direct-boot kernel")
         if refused:
             raise unsupported(BACKEND, ", ".join(refused))
+        self.spec = spec
         self.manifest = manifest
         self.workdir = Path(workdir).resolve()
-        self.name = name
+        self.name = spec.name
         self.uri = uri
         self.incoming = False
         self.firmware = "bios"
-        self._memory_mib = memory_mib or manifest.memory_mib or 1024
-        self._cpus = cpus or 1
-        self._accel_request: AccelRequest = accel
-        self._network = network
         self._display = display
         self._agent = agent_device(agent_serial_device)
-        self.lan_ports = tuple(lan_ports)
+        self.lan_ports = spec.lan_ports
         self.accel: str | None = None
         self.accel_reason: str | None = None
         self.agent_port: int | None = None
@@ -289,14 +274,14 @@ class LibvirtMachine(MachineCore):
         if is_local(self.uri):
             kernel = self.manifest.kernel
             choice = choose_accel(
-                self._accel_request, probe_kernel=None if kernel is None else Path(kernel)
+                self.spec.accel, probe_kernel=None if kernel is None else Path(kernel)
             )
             self.accel, self.accel_reason = choice.accel, f"libvirt {self.uri}; {choice.reason}"
         else:
-            self.accel = "kvm" if self._accel_request == "kvm" else "tcg"
+            self.accel = "kvm" if self.spec.accel == "kvm" else "tcg"
             self.accel_reason = (
                 f"libvirt {self.uri}; accel: {self.accel} ("
-                + ("asked for" if self._accel_request != "auto" else "auto on a remote host: TCG")
+                + ("asked for" if self.spec.accel != "auto" else "auto on a remote host: TCG")
                 + ")"
             )
         return "kvm" if self.accel == "kvm" else "qemu"
@@ -323,14 +308,14 @@ class LibvirtMachine(MachineCore):
         return DomainConfig(
             name=self.domain_name,
             disk=overlay.path(),
-            memory_mib=self._memory_mib,
-            cpus=self._cpus,
+            memory_mib=self.spec.memory_for(self.manifest.memory_mib),
+            cpus=self.spec.cpus,
             domain_type=domain_type,
             kernel=kernel.path(),
             initrd=initrd,
             append=manifest.append,
             agent=self._agent,
-            network=self._network,
+            network=self.spec.network,
             display=self._display,
             owner_host=socket.gethostname(),
             owner_pid=os.getpid(),
@@ -751,9 +736,9 @@ def _to_png(data: bytes) -> bytes:
 def libvirt_machine_factory(uri: str, agent_serial_device: str | None) -> MachineFactory:
     """A VM ``machine_factory`` making :class:`LibvirtMachine` s on ``uri``."""
 
-    def make(manifest: MachineImage, workdir: Path, **kwargs: Any) -> MachineBackend:
+    def make(manifest: MachineImage, workdir: Path, spec: MachineSpec) -> MachineBackend:
         return LibvirtMachine(
-            manifest, workdir, uri=uri, agent_serial_device=agent_serial_device, **kwargs
+            manifest, workdir, spec, uri=uri, agent_serial_device=agent_serial_device
         )
 
     return make

@@ -9,6 +9,10 @@
 - :mod:`.console`, :mod:`.bounded_wait`, :mod:`.input_events` — the console capture, the
   wait that ends when the machine dies, QEMU-style input events.
 
+- :mod:`.spec` — :class:`~.spec.MachineSpec`: what a VM asks of its machine, given
+  whole to every backend's factory; each field says how it meets a saved state.
+- :mod:`.registry` — the backends by name (``--adare-backend``) and what each can do.
+
 A new backend is one package whose machine class passes
-``tests/unit/test_machine_protocol_compliance.py``.
+``tests/unit/test_machine_protocol_compliance.py``, and one line in :mod:`.registry`.
 """

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from pytest_adare.errors import InfrastructureError
-from pytest_adare.lan.port import LanPort
 from pytest_adare.machine.results import (
     DiskExport,
     DiskFormat,
@@ -33,12 +32,12 @@ from pytest_adare.machine.results import (
     MemoryDump,
     NetworkCapture,
 )
+from pytest_adare.machine.spec import MachineSpec
 
 if TYPE_CHECKING:  # PIL is imported by the backends, on first use
     from PIL import Image
 
 T = TypeVar("T")
-AccelRequest = Literal["auto", "kvm", "tcg"]
 
 
 class Capability(enum.Enum):
@@ -54,6 +53,8 @@ class Capability(enum.Enum):
     LINK = "setting the network link up or down"
     RESET = "a hard reset while the hypervisor runs"
     KEEP = "keeping the disk after the run (--adare-keep)"
+    PORT_FORWARD = "forwarded guest ports"
+    SHARE = "a shared folder"
 
 
 class UnsupportedFeature(InfrastructureError):
@@ -195,26 +196,12 @@ class MachineBackend(Protocol):
 
 
 class MachineFactory(Protocol):
-    """Makes a VM's (not yet started) machine: a backend's machine class, or a
-    backend's factory (``libvirt_machine_factory(uri, ...)``)."""
+    """Makes a VM's (not yet started) machine from an image, a workdir and the one
+    :class:`~pytest_adare.machine.spec.MachineSpec`: a backend's machine class, or the
+    factory its registry entry makes (:mod:`pytest_adare.machine.registry`)."""
 
     def __call__(
-        self,
-        manifest: MachineImage,
-        workdir: Path,
-        *,
-        memory_mib: int | None,
-        cpus: int | None,
-        accel: AccelRequest,
-        network: bool,
-        fw_cfg: Mapping[str, Path] | None,
-        name: str,
-        rtc_base: str | None = None,
-        incoming: bool = False,
-        agent_link: Literal["uart", "virtio"] = "uart",
-        firmware: str = "bios",
-        seed: Path | None = None,
-        lan_ports: Sequence[LanPort] = (),
+        self, manifest: MachineImage, workdir: Path, spec: MachineSpec
     ) -> MachineBackend: ...
 
 

@@ -10,6 +10,7 @@ test first needs a VM.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +37,7 @@ pytest_plugins = [
     "pytest_adare.plugin.matrix_summary",
     "pytest_adare.plugin.pause",
     "pytest_adare.plugin.keep_running",
+    "pytest_adare.plugin.tool_validation",
 ]
 
 __all__ = ["adare_options"]
@@ -106,6 +108,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         if needs_vm(item):
             item.add_marker(skip)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """An adare experiment folder's ``playbook.yml`` is collected as its experiment."""
+    if file_path.name != "playbook.yml":
+        return None
+    # Deferred: YAML, Jinja2 and the runner only for a project with playbooks.
+    from pytest_adare.playbook.collect import ExperimentFile
+
+    options = adare_options(parent.config)
+    return ExperimentFile.from_parent(
+        parent, path=file_path, environments=dict(options.environments), images=options.images
+    )
 
 
 def pytest_assertrepr_compare(

@@ -11,7 +11,11 @@ artifact's verdict (adare runs and reports every ``test:`` step of a playbook)::
 Each check is recorded, never raised. When the call phase ends, every recorded check
 is reported as one table (the report section ``adare checks`` and the JUnit property
 ``adare_checks``, JSON), and the test fails if any check failed, with the table as
-its failure. A test that failed on its own keeps its failure; the table is added.
+its failure. It fails in its call phase, as an ``assert`` would, so a soft-check
+failure gets the whole failure evidence (console, screenshot, film, artifacts) and
+``--adare-pause-on-fail`` / ``--adare-keep`` act on it. A test that failed on its own
+keeps its failure; the table is added. Verdicts and details (a guest function's) are
+shown with their control characters escaped.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from pytest_adare.errors import printable
 
 if TYPE_CHECKING:
     from pytest_adare.guest import Guest, TestOutcome
@@ -95,10 +101,13 @@ class SoftChecks:
     def _record(self, label: str, passed: bool, verdict: str, details: str) -> None:
         if not isinstance(label, str) or not label.strip():
             raise ValueError(f"a check needs a label (non-empty text), got {label!r}")
-        shown = " ".join(details.split())
+        shown = printable(" ".join(details.split()))
         if len(shown) > MAX_DETAIL:
             shown = shown[:MAX_DETAIL] + " [...]"
-        self.checks.append(Check(label, passed, verdict, shown))
+        # A guest function's verdict and details are the guest's text: they reach the
+        # terminal in the table, so no ESC or BEL of theirs does.
+        label = printable(" ".join(label.split()))
+        self.checks.append(Check(label, passed, printable(verdict), shown))
 
 
 @pytest.fixture
@@ -107,6 +116,17 @@ def adare_checks(request: pytest.FixtureRequest) -> SoftChecks:
     checks = SoftChecks(request)
     request.node.stash[CHECKS_KEY] = checks
     return checks
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """A failed check fails the call phase itself, so the reports of a failure (the
+    evidence, the film, a pause, a kept VM) all see a failed test."""
+    result = yield  # the test's own failure propagates as it is
+    checks = item.stash.get(CHECKS_KEY, None)
+    if checks is not None and checks.failed:
+        pytest.fail(f"soft checks failed: {checks.table()}", pytrace=False)
+    return result
 
 
 @pytest.hookimpl(wrapper=True)
@@ -121,7 +141,4 @@ def pytest_runtest_makereport(
     report.sections.append(("adare checks", table))
     # The teardown report copies the item's properties: that is the one JUnit reads.
     item.user_properties.append(("adare_checks", json.dumps([asdict(c) for c in checks.checks])))
-    if checks.failed and report.passed:
-        report.outcome = "failed"
-        report.longrepr = f"soft checks failed: {table}"
     return report

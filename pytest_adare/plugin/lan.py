@@ -54,24 +54,22 @@ class LanFactory:
         # Deferred: the LAN (VMs, QEMU) loads when a test first asks for one.
         from pytest_adare.lan.addressing import private_subnet
         from pytest_adare.lan.segment import Lan
+        from pytest_adare.machine.registry import backend_for
 
         options = adare_options(self._request.config)
         index = len(self.lans)
-        uri = options.hypervisor
-        backend = "libvirt" if uri else "qemu"
+        backend = backend_for(options.session_vm)
         private_subnet(subnet)  # bad input fails before a network is made
         network = None
         directory = Path(tempfile.mkdtemp(prefix=f"adare-lan{index}-"))  # 0700
         try:
-            if uri:
-                # Deferred: libvirt loads only for a LAN on a hypervisor.
-                from pytest_adare.libvirt_backend.network import LibvirtNetwork
-
-                network = LibvirtNetwork(uri, index).create()
+            # A backend with networks of its own makes the segment (libvirt); else the host
+            # forwards it between the members' sockets (QEMU).
+            network = backend.lan_network(options.session_vm, index)
             lan = Lan(
                 f"lan{index}", subnet, internet=internet, directory=directory, index=index,
-                starter=self._start, closer=self._close, backend=backend, siblings=self.lans,
-                network=network,
+                starter=self._start, closer=self._close, backend=backend.name,
+                siblings=self.lans, network=network,
             )  # fmt: skip
         except BaseException:
             if network is not None:
@@ -99,7 +97,7 @@ class LanFactory:
         if reason is not None:
             pytest.skip(f"LAN member {name}: {reason}")
         options = dataclasses.replace(vm_request.options, lan_ports=ports)
-        pooled = self._pool.start_extra(dataclasses.replace(vm_request, options=options))
+        pooled = self._pool.start_extra(dataclasses.replace(vm_request, options=options), name)
         self._pooled[id(pooled.vm)] = pooled
         _record_vm(self._request.node, pooled)
         return pooled.vm

@@ -13,6 +13,11 @@ session-scoped ``adare_vm`` exists once per image; the pool keys VMs by image an
 options, so each image keeps its own VM and warm states. With ``--dist loadgroup``
 every image's tests go to one xdist worker (an ``xdist_group`` per image).
 
+A recipe whose ``base`` lists several suites is one image per suite:
+``--adare-vm=web.toml`` (or ``@pytest.mark.adare_vm(image="web.toml")``) runs each test
+on ``web.toml@bullseye`` and ``web.toml@bookworm``, ids ``web-bullseye`` and
+``web-bookworm`` (:func:`expanded`).
+
 Bad lists are refused before any VM starts: an image given twice (or two images with
 one short name, or ``debian:bookworm`` beside ``debian`` when bookworm is the default
 suite) and a suite-named built-in whose suite the mirror does not have (asked only
@@ -31,6 +36,7 @@ import pytest
 
 from pytest_adare.errors import ImageError
 from pytest_adare.image.manifest import BUILTIN_IMAGES, MANIFEST_NAME
+from pytest_adare.image.recipe_file import recipe_variants, split_variant
 from pytest_adare.image.suites import split_suite
 from pytest_adare.plugin.options import AdareOptions, adare_options, adare_vm_marker
 
@@ -62,6 +68,9 @@ def short_name(spec: str) -> str:
     builtin, colon, suite = spec.partition(":")
     if builtin in BUILTIN_IMAGES and "/" not in spec:
         return f"{builtin}-{suite}" if colon else builtin
+    recipe, variant = split_variant(spec)
+    if variant is not None:
+        return f"{Path(recipe).stem}-{variant}"
     path = Path(spec)
     manifest = path / MANIFEST_NAME if path.is_dir() else path
     if manifest.suffix == ".json":
@@ -105,6 +114,15 @@ def check_suites(specs: Sequence[str], source: str) -> None:
             raise pytest.UsageError(f"{source}: {spec}: {error}") from None
 
 
+def expanded(specs: Sequence[str]) -> list[str]:
+    """``specs`` with each recipe of several suites replaced by one spec per suite.
+
+    >>> expanded(["debian", "debian:bullseye"])
+    ['debian', 'debian:bullseye']
+    """
+    return [variant for spec in specs for variant in (recipe_variants(spec) or (spec,))]
+
+
 def matrix_images(specs: Sequence[str], source: str) -> tuple[MatrixImage, ...]:
     """The images of ``specs``, each with its short name.
 
@@ -143,7 +161,7 @@ def session_images(config: pytest.Config) -> tuple[MatrixImage, ...]:
 def pytest_configure(config: pytest.Config) -> None:
     options = adare_options(config)
     source = "--adare-vm" if options.images_fixed else "ini key adare_vm"
-    config.stash[IMAGES_KEY] = matrix_images(options.images, source)
+    config.stash[IMAGES_KEY] = matrix_images(expanded(options.images), source)
     if not hasattr(config, "workerinput"):  # the xdist controller checked them already
         check_suites(options.images, source)
 
@@ -162,8 +180,17 @@ def images_for(
     """
     kwargs = dict(marker.kwargs) if marker is not None else {}
     wanted = kwargs.get("images")
+    image = kwargs.get("image")
+    if wanted is None and isinstance(image, str) and image:
+        candidate = base / image
+        variants = recipe_variants(candidate if candidate.exists() else image)
+        if variants:  # a recipe of several suites: the test runs on each
+            try:
+                return matrix_images(variants, "adare_vm marker: image")
+            except pytest.UsageError as error:
+                raise ValueError(str(error)) from None
     if wanted is None:
-        return images if len(images) > 1 and not kwargs.get("image") else None
+        return images if len(images) > 1 and not image else None
     if kwargs.get("image"):
         raise ValueError("adare_vm marker: give image= or images=, not both")
     if isinstance(wanted, str) or not isinstance(wanted, (list, tuple)) or not wanted:

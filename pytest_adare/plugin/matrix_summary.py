@@ -11,6 +11,8 @@ every report to the controller, so one code path serves a plain run and ``-n N``
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,11 +65,38 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+MAX_BASELINE_BYTES = 64 * 2**20
+"""The largest ``--adare-baseline`` read (a matrix of a thousand tests on ten images with
+a few recorded values each is a few MiB)."""
+
+
 def load_baseline(path: Path, source: str = "--adare-baseline") -> Matrix:
-    """An earlier run's matrix; :raise pytest.UsageError: unreadable or another format."""
+    """An earlier run's matrix.
+
+    :raise pytest.UsageError: not a regular file, larger than :data:`MAX_BASELINE_BYTES`,
+        not JSON, nested too deep, or another format (each naming the file).
+    """
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+        # O_NONBLOCK: a FIFO named as the baseline must not block the run on its open.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as error:
+        raise pytest.UsageError(f"{source}: cannot read {path} ({error.strerror})") from None
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise pytest.UsageError(f"{source}: {path} is not a regular file")
+        raw = file.read(MAX_BASELINE_BYTES + 1)
+    if len(raw) > MAX_BASELINE_BYTES:
+        raise pytest.UsageError(
+            f"{source}: {path} is larger than {MAX_BASELINE_BYTES // 2**20} MiB; "
+            "an adare-matrix.json is not"
+        )
+    try:
+        data = json.loads(raw.decode())
+    except RecursionError:
+        raise pytest.UsageError(
+            f"{source}: {path} nests deeper than an adare-matrix.json does"
+        ) from None
+    except (UnicodeDecodeError, ValueError) as error:
         raise pytest.UsageError(f"{source}: cannot read {path} as JSON ({error})") from None
     try:
         return Matrix.from_json(data)

@@ -5,7 +5,10 @@ checks' verdicts and the recorded values. :meth:`Matrix.rows` lays a test's cell
 by side, one :class:`Row` per verdict, check label and record name, and marks the cells
 that differ from the row's usual value (the most common one, the first image's on a
 tie). :func:`compare` lists what changed since an earlier run's ``adare-matrix.json``.
-The renderers (text, Markdown, HTML) take the data and make the document::
+The renderers (text, Markdown, HTML) take the data and make the document. Values are
+the guests' (and an earlier run's file's): the terminal gets them on one line with
+their control characters escaped, Markdown with every ASCII punctuation character
+escaped (no link, image, tag or emphasis of theirs is live), HTML escaped::
 
     >>> m = Matrix()
     >>> m.add("t.py::test_v", "debian", Cell("passed", records={"version": "12"}))
@@ -18,9 +21,13 @@ from __future__ import annotations
 
 import html
 import json
+import string
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from pytest_adare.errors import printable
 
 FORMAT = "adare-matrix"
 VERSION = 1
@@ -28,6 +35,11 @@ MISSING = "—"
 TEXT_CELL = 24
 """The widest a terminal cell gets (longer values end in ``…``; the files have them whole)."""
 MARKDOWN_CELL = 120
+MAX_RECORD_DEPTH = 32
+"""How deep a recorded value may nest (``[[...]]``): deeper ones are refused, in a test's
+``adare_record`` and in a baseline, before a renderer or JSON writer recurses into them."""
+DOCUMENT_DEPTH = 6
+"""How deep ``adare-matrix.json`` nests above a cell's recorded values."""
 
 
 @dataclass
@@ -160,29 +172,74 @@ class Matrix:
     def from_json(cls, data: Any) -> Matrix:
         """An earlier run's matrix from its ``adare-matrix.json`` document.
 
-        :raise ValueError: not that format or version (says what it found).
+        :raise ValueError: not that format or version, nested deeper than a matrix
+            holds, or a test or cell of the wrong shape (says which and what).
         """
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            found = data.get("format") if isinstance(data, dict) else type(data).__name__
-            raise ValueError(f"not an adare-matrix.json (format {found!r}, expected {FORMAT!r})")
+            found = data.get("format") if isinstance(data, dict) else data
+            raise ValueError(
+                f"not an adare-matrix.json (format {brief(found)}, expected {FORMAT!r})"
+            )
         if data.get("version") != VERSION:
             raise ValueError(
-                f"adare-matrix.json version {data.get('version')!r}; this plugin reads {VERSION}"
+                f"adare-matrix.json version {brief(data.get('version'))}; this plugin reads "
+                f"{VERSION}"
             )
-        matrix = cls()
-        try:
-            for test in data["tests"]:
-                for image, cell in test["cells"].items():
-                    matrix.add(
-                        str(test["test"]),
-                        str(image),
-                        Cell(str(cell["verdict"]), dict(cell["checks"]), dict(cell["records"])),
-                    )
-        except (KeyError, TypeError, AttributeError) as error:
+        if nests_deeper(data, DOCUMENT_DEPTH + MAX_RECORD_DEPTH):
             raise ValueError(
-                f"a malformed adare-matrix.json ({type(error).__name__}: {error})"
-            ) from None
+                "a malformed adare-matrix.json: nested deeper than a matrix is (recorded "
+                f"values nest at most {MAX_RECORD_DEPTH} deep)"
+            )
+        tests = data.get("tests")
+        if not isinstance(tests, list):
+            raise ValueError(f"a malformed adare-matrix.json: 'tests' is {brief(tests)}")
+        matrix = cls()
+        for n, test in enumerate(tests):
+            where = f"tests[{n}]"
+            if not isinstance(test, dict) or not isinstance(test.get("test"), str):
+                raise ValueError(f"a malformed adare-matrix.json: {where} has no test id")
+            cells = test.get("cells")
+            if not isinstance(cells, dict):
+                raise ValueError(f"a malformed adare-matrix.json: {where}.cells is {brief(cells)}")
+            for image, cell in cells.items():
+                shaped = _cell_from_json(cell, f"{where}.cells[{brief(image)}]")
+                matrix.add(test["test"], image, shaped)
         return matrix
+
+
+def _cell_from_json(cell: Any, where: str) -> Cell:
+    """One cell of a baseline, its types checked (a renderer trusts them)."""
+    bad = f"a malformed adare-matrix.json: {where}"
+    if not isinstance(cell, dict) or not isinstance(cell.get("verdict"), str):
+        raise ValueError(f"{bad} has no verdict (text)")
+    checks, records = cell.get("checks", {}), cell.get("records", {})
+    if not isinstance(checks, dict) or not all(isinstance(v, str) for v in checks.values()):
+        raise ValueError(f"{bad}.checks is not labels to verdicts (text)")
+    if not isinstance(records, dict):
+        raise ValueError(f"{bad}.records is {brief(records)}, not names to values")
+    return Cell(cell["verdict"], dict(checks), dict(records))
+
+
+def brief(value: Any) -> str:
+    """A value of a file, short enough for an error message."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        text = repr(value)
+        return printable(text if len(text) <= 60 else text[:59] + "…")
+    return f"a {type(value).__name__}"
+
+
+def nests_deeper(value: Any, limit: int) -> bool:
+    """Whether the JSON ``value`` nests deeper than ``limit`` (``[]`` is 1, ``[[]]`` 2);
+    without recursion, so any depth is safe to ask about."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, (list, dict)):
+            if depth + 1 > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+    return False
 
 
 @dataclass(frozen=True)
@@ -230,8 +287,14 @@ def comparison_json(comparison: Comparison, source: str) -> dict[str, Any]:
     }
 
 
+def one_line(text: str) -> str:
+    """``text`` as the terminal shows it: on one line, runs of whitespace as one space,
+    control characters escaped (a value cannot move the cursor, set the title, ring)."""
+    return printable(" ".join(text.split()))
+
+
 def _cut(text: str | None, width: int) -> str:
-    text = MISSING if text is None else " ".join(text.split())
+    text = MISSING if text is None else one_line(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -240,16 +303,16 @@ def render_text(matrix: Matrix) -> list[str]:
     and ``≠`` a row that differs."""
     images = matrix.images
     rows = {test: matrix.rows(test) for test in matrix.tests}
-    label = max([len(r.key) + 4 for rs in rows.values() for r in rs] + [12])
+    label = max([len(one_line(r.key)) + 4 for rs in rows.values() for r in rs] + [12])
     widths = [
-        min(TEXT_CELL, max([len(image)] + [len(_cut(r.values.get(image), TEXT_CELL)) + 1
-                                           for rs in rows.values() for r in rs]))
+        min(TEXT_CELL, max([len(one_line(image))] + [len(_cut(r.values.get(image), TEXT_CELL))
+                                                     + 1 for rs in rows.values() for r in rs]))
         for image in images
     ]  # fmt: skip
-    header = "  ".join(f"{i:<{w}}" for i, w in zip(images, widths, strict=True))
+    header = "  ".join(f"{one_line(i):<{w}}" for i, w in zip(images, widths, strict=True))
     lines = [(" " * label + header).rstrip()]
     for test, test_rows in rows.items():
-        lines.append(test)
+        lines.append(one_line(test))
         for row in test_rows:
             cells = []
             for image, width in zip(images, widths, strict=True):
@@ -259,16 +322,28 @@ def render_text(matrix: Matrix) -> list[str]:
                 text = _cut(row.values.get(image), width - 1)
                 cells.append(f"{text + ('*' if image in row.marked else ''):<{width}}")
             lead = "≠ " if row.differs else "  "
-            lines.append(f"{lead}{row.key:<{label - 2}}" + "  ".join(cells).rstrip())
+            lines.append(f"{lead}{one_line(row.key):<{label - 2}}" + "  ".join(cells).rstrip())
     return lines
 
 
 def render_changes_text(comparison: Comparison) -> list[str]:
+    """One line per change (each value :func:`one_line`)."""
+    return _change_lines(comparison, lambda text: one_line(text or MISSING), "[", "]", "->")
+
+
+def _change_lines(
+    comparison: Comparison, shown: Callable[[str | None], str], left: str, right: str, arrow: str
+) -> list[str]:
+    """The changes, new cells and cells not run, each value made text by ``shown``."""
     lines = [
-        f"{c.test} [{c.image}] {c.key}: {c.before or MISSING} -> {c.after or MISSING}"
+        f"{shown(c.test)} {left}{shown(c.image)}{right} {shown(c.key)}: "
+        + f"{shown(c.before)} {arrow} {shown(c.after)}"
         for c in comparison.changes
     ]
-    lines += [f"{test} [{image}]: new (not in the baseline)" for test, image in comparison.new]
+    lines += [
+        f"{shown(test)} {left}{shown(image)}{right}: new (not in the baseline)"
+        for test, image in comparison.new
+    ]
     if not lines:
         lines.append("nothing changed")
     if comparison.not_run:
@@ -276,10 +351,19 @@ def render_changes_text(comparison: Comparison) -> list[str]:
     return lines
 
 
-def _md(text: str | None) -> str:
-    # Markdown renders inline HTML: a guest's text must not become a tag.
-    cut = _cut(text, MARKDOWN_CELL).replace("&", "&amp;").replace("<", "&lt;")
-    return cut.replace("|", "\\|")
+# CommonMark lets any ASCII punctuation be backslash-escaped, and only punctuation is
+# active inline (links, images, emphasis, code, autolinks, tables, and GFM's bare
+# www./https:// and e-mail links need ".", ":" or "@"); & < > become entities, which
+# every Markdown (also those without CommonMark's escapes) shows as text.
+_MARKDOWN_ESCAPES = {ord(char): "\\" + char for char in string.punctuation} | {
+    ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;",
+}  # fmt: skip
+
+
+def _md(text: str | None, width: int = MARKDOWN_CELL) -> str:
+    """``text`` as inert Markdown: one line, cut to ``width``, every active character
+    escaped."""
+    return _cut(text, width).translate(_MARKDOWN_ESCAPES)
 
 
 def render_markdown(matrix: Matrix, comparison: Comparison | None, baseline: str = "") -> str:
@@ -294,7 +378,7 @@ def render_markdown(matrix: Matrix, comparison: Comparison | None, baseline: str
         out.append("")
     for test, test_cells in matrix.tests.items():
         images = list(test_cells)
-        out += [f"## `{test}`", "", "| | " + " | ".join(map(_md, images)) + " |",
+        out += [f"## {_md(test, 1000)}", "", "| | " + " | ".join(map(_md, images)) + " |",
                 "|---|" + "---|" * len(images)]  # fmt: skip
         for row in matrix.rows(test):
             shown_cells = [
@@ -304,10 +388,15 @@ def render_markdown(matrix: Matrix, comparison: Comparison | None, baseline: str
             out.append(f"| {_md(row.key)} | " + " | ".join(shown_cells) + " |")
         out.append("")
     if comparison is not None:
-        out += [f"## Changes since {_md(baseline)}", ""]
-        out += [f"- {_md(line)}" for line in render_changes_text(comparison)]
+        out += [f"## Changes since {_md(baseline, 1000)}", ""]
+        out += _markdown_changes(comparison)
         out.append("")
     return "\n".join(out)
+
+
+def _markdown_changes(comparison: Comparison) -> list[str]:
+    """The changes as a Markdown list: the values escaped, the report's own words not."""
+    return [f"- {line}" for line in _change_lines(comparison, _md, "\\[", "\\]", "→")]
 
 
 def render_html(matrix: Matrix, comparison: Comparison | None) -> str:

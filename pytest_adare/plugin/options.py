@@ -19,6 +19,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from pytest_adare.analysis.tool_envs import ToolSpec
+from pytest_adare.image.recipe_file import split_variant
+from pytest_adare.machine.registry import backend_for
 from pytest_adare.plugin.hypervisors import (
     assign_hypervisor,
     parse_hypervisors,
@@ -128,6 +131,9 @@ def _positive_minutes(value: object) -> float:
 
 def _image_spec(value: str, source: str, base: Path) -> str:
     """Paths are taken relative to where they were given; built-in names stay names."""
+    recipe, variant = split_variant(value)
+    if variant is not None:  # recipe.toml@bullseye: the recipe's path, then its suite
+        return f"{_image_spec(recipe, source, base)}@{variant}"
     candidate = base / value
     suffixes = (".json", ".qcow2", ".img", ".raw", ".toml")
     if "/" in value or value.endswith(suffixes) or candidate.exists():
@@ -139,7 +145,8 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "vm",
         "guest image: an adare-image.json manifest, its directory, a disk image, a recipe "
-        "(.toml), or a built-in name (debian, debian-desktop, either with a Debian suite: "
+        "(.toml; one of its suites: recipe.toml@bullseye), or a built-in name (debian, "
+        "debian-desktop, either with a Debian suite: "
         "debian:bullseye); recipes and built-in images "
         "are built on first use and cached. Given several "
         "times (ini: one per line), every VM test runs once per image, its short name in "
@@ -147,7 +154,8 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
         metavar="IMAGE", read=_image_spec, multiple=True, dest="images",
         doc_values="a manifest `adare-image.json`, its directory, a disk (qcow2, raw, vmdk, "
         "vdi, vhdx, vpc), a recipe `.toml` "
-        "([images](images.md#recipes-your-software-in-the-guest)), or `debian` / "
+        "([images](images.md#recipes-your-software-in-the-guest); of several suites: each, "
+        "or one as `recipe.toml@bullseye`), or `debian` / "
         "`debian-desktop`, either with a Debian suite (`debian:bullseye`, `debian:trixie`); "
         "several: a matrix, every VM test once per image "
         "([matrix](matrix.md))",
@@ -223,6 +231,27 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
         "([matrix](matrix.md#what-changed-since-an-earlier-run))",
     ),
     OptionSpec(
+        "tool",
+        "a forensic tool version as a pip requirement (dissect.target==3.23.1): a test's "
+        "analysis step (ground_truth.validate) runs once per version, each in its own "
+        "virtual environment built once into the cache; given several times (ini: one per "
+        "line) (default: the version installed here, in-process)",
+        metavar="REQUIREMENT", read=lambda raw, source, base: _tool_spec(raw, source),
+        multiple=True, dest="tools",
+        doc_values="a pip requirement (`dissect.target==3.23.1`), several separated by spaces",
+        doc_default="none: the analysis step runs in-process with the installed version "
+        "([tool validation](tool-validation.md#several-tool-versions))",
+    ),
+    OptionSpec(
+        "tools_baseline",
+        "compare this run's adare-tools.json with an earlier run's and list the verdicts "
+        "that changed (default: none)",
+        metavar="OLD.json", read=lambda raw, source, base: _baseline_path(raw, source, base),
+        doc_values="an earlier run's `adare-tools.json`",
+        doc_default="none: with a file, `adare-tools.md` lists the verdicts changed since it "
+        "([tool validation](tool-validation.md#several-tool-versions))",
+    ),
+    OptionSpec(
         "hypervisor",
         "run the guests as transient domains on this libvirt hypervisor (qemu:///system, "
         "qemu+ssh://user@host/system; the agent over its serial channel) instead of a QEMU "
@@ -246,6 +275,17 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
         "([libvirt](libvirt.md#several-hypervisors-n-n))",
     ),
     OptionSpec(
+        "environments",
+        "map an adare experiment's environment (metadata.yml environments) to an image: "
+        "NAME=IMAGE, IMAGE as --adare-vm takes it; given several times (ini: one "
+        "NAME = IMAGE a line); an unmapped environment's experiment is skipped",
+        metavar="NAME=IMAGE", read=lambda raw, source, base: _environment(raw, source, base),
+        multiple=True,
+        doc_values="`NAME = IMAGE` lines (IMAGE: anything `--adare-vm` takes)",
+        doc_default="none: an experiment's environments are skipped, naming the line to add "
+        "([playbooks](playbooks.md#environments))",
+    ),
+    OptionSpec(
         "image_cache",
         "a directory of built images shared by several users or CI jobs (sets "
         "ADARE_IMAGE_CACHE): built images are published there readable by all; a user who "
@@ -256,6 +296,21 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
         "user's own ([images](images.md#a-shared-image-cache))",
     ),
 )
+
+def _environment(raw: str, source: str, base: Path) -> tuple[str, str]:
+    """``NAME = IMAGE`` (an adare experiment's environment and the image it runs on)."""
+    name, equals, image = raw.partition("=")
+    if not equals or not name.strip() or not image.strip():
+        raise pytest.UsageError(f"{source}: {raw!r} is not NAME = IMAGE")
+    return name.strip(), _image_spec(image.strip(), source, base)
+
+
+def _tool_spec(raw: str, source: str) -> str:
+    try:
+        return ToolSpec.parse(raw).text
+    except ValueError as error:
+        raise pytest.UsageError(f"{source}: {error}") from None
+
 
 def _baseline_path(raw: str, source: str, base: Path) -> Path:
     path = (base / raw).resolve()
@@ -306,6 +361,8 @@ class AdareOptions:
     images: tuple[str, ...] = ()
     images_fixed: bool = False
     baseline: Path | None = None
+    tools: tuple[str, ...] = ()
+    tools_baseline: Path | None = None
     isolation: str = "snapshot"
     artifacts: Path | None = None
     keep: str = "never"
@@ -317,6 +374,7 @@ class AdareOptions:
     evidence: str = "off"
     record: str = "on-failure"
     image_cache: Path | None = None
+    environments: tuple[tuple[str, str], ...] = ()
     given: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -442,8 +500,8 @@ def read_options(config: pytest.Config) -> AdareOptions:
             values["hypervisors"], *worker_of(config), values.get("hypervisor_limit")
         )
         sources.append("--adare-hypervisor")
-    try:  # the combination, checked at start-up
-        VMOptions.from_given(given)
+    try:  # the combination, checked at start-up (and that its backend can honour it)
+        backend_for(VMOptions.from_given(given))
     except ValueError as error:
         raise pytest.UsageError(f"{', '.join(sources)}: {error}") from None
     images = values.get("images", ())
@@ -459,6 +517,14 @@ def adare_vm_marker(node: pytest.Item) -> pytest.Mark | None:
         return None
     # iter_markers yields the closest first; in combined_with the later mark wins.
     return functools.reduce(lambda far, near: far.combined_with(near), reversed(marks))
+
+
+def _variant_of(image: str, recipe: str) -> bool:
+    """``image`` is one suite of the marker's recipe of several (``web.toml@bullseye`` of
+    ``web.toml``, the marker's path perhaps relative to the test's directory): the
+    matrix chose it, so it is the test's image."""
+    path, variant = split_variant(image)
+    return variant is not None and (path == recipe or path.endswith(f"/{recipe}"))
 
 
 def apply_marker(
@@ -485,7 +551,10 @@ def apply_marker(
             f"known: {', '.join(MARKER_KEYS)}"
         )
     kwargs.pop("images", None)
-    image = kwargs.pop("image", None) or image or options.vm
+    named = kwargs.pop("image", None)
+    if named and not (isinstance(named, str) and image and _variant_of(image, named)):
+        image = named
+    image = image or options.vm
     if not image:
         raise ValueError("no VM image: pass --adare-vm=IMAGE or adare_vm(image=...)")
     isolation = _marker_choice(kwargs.pop("isolation", options.isolation), ISOLATIONS, "isolation")

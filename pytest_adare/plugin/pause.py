@@ -1,10 +1,15 @@
 """``--adare-pause-on-fail`` and ``guest.breakpoint()``: pause a test with its VMs alive.
 
-Checked at start-up: pausing needs a terminal to wait for Enter on, and is refused
-under xdist (``-n``: workers have no terminal and one paused worker would hold the
-run). A failing test pauses in its call report, before any teardown, so with ``-x`` the
-pause comes before the stop and with ``--pdb`` before the debugger (the VM is alive in
-both). The heavy part (:mod:`pytest_adare.interactive.pause`) is imported only then.
+Both follow one rule (:func:`~pytest_adare.interactive.pause.pause_problem`): pausing
+needs a terminal to wait for Enter on, and is refused under xdist (``-n``: workers have
+no terminal and one paused worker would hold the run) and in CI (``CI=true``: a
+pseudo-terminal, perhaps, but nobody at it). The option is checked at start-up (a usage
+error); ``guest.breakpoint()`` where it cannot pause fails the test saying why instead
+of waiting forever. A failing test pauses in its call report, before any teardown, and
+after every other part of the report is made (the screenshot, the film, the checks: they
+show the failure, not what one did while paused); with ``-x`` the pause comes before the
+stop and with ``--pdb`` before the debugger (the VM is alive in both). The heavy part
+(:mod:`pytest_adare.interactive.pause`) is imported only then.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pytest_adare.plugin.fixtures import ITEM_VMS_KEY
 from pytest_adare.plugin.options import adare_options
 
 
-def _xdist_workers(config: pytest.Config) -> bool:
+def _xdist(config: pytest.Config) -> bool:
     numprocesses = getattr(config.option, "numprocesses", None)
     return bool(numprocesses) or hasattr(config, "workerinput")
 
@@ -29,24 +34,21 @@ def _xdist_workers(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     if not adare_options(config).pause_on_fail:
         return
-    if _xdist_workers(config):
-        raise pytest.UsageError(
-            "--adare-pause-on-fail cannot be used with xdist (-n): workers have no terminal "
-            "to wait on, and a paused worker would hold the whole run"
-        )
     # Deferred: the interactive layer is only needed when pausing is asked for.
-    from pytest_adare.interactive.pause import terminal_problem
+    from pytest_adare.interactive.pause import pause_problem
 
-    problem = terminal_problem()
+    problem = pause_problem(xdist=_xdist(config))
     if problem is not None:
-        raise pytest.UsageError(f"--adare-pause-on-fail needs a terminal: {problem}")
+        raise pytest.UsageError(f"--adare-pause-on-fail {problem}")
 
 
 def _owner(item: pytest.Item) -> str:
     return f"pytest (pid {os.getpid()}) {item.nodeid}"
 
 
-@pytest.hookimpl(wrapper=True, trylast=True)
+# tryfirst: the outermost wrapper, so the pause comes once every other wrapper made its
+# part of the report (evidence, film, soft checks, xfail) and sees the final outcome.
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
@@ -72,8 +74,11 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
 
     def breakpoint_here(guest: Any) -> None:
         # Deferred: the interactive layer only when a test pauses.
-        from pytest_adare.interactive.pause import pause_guest
+        from pytest_adare.interactive.pause import NoTerminal, pause_guest, pause_problem
 
+        problem = pause_problem(xdist=_xdist(item.config))
+        if problem is not None:
+            raise NoTerminal(f"guest.breakpoint() {problem}")
         pause_guest(guest, test_name=item.name, owner=_owner(item))
 
     facade.set_breakpoint_hook(breakpoint_here)

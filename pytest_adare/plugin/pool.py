@@ -14,6 +14,7 @@ broken (:class:`VMBroken`).
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import tempfile
 import time
@@ -156,9 +157,21 @@ class VMPool:
                 raise
         return self._vms[key]
 
-    def start_extra(self, request: VMRequest) -> PooledVM:
-        """A VM of its own (``adare_vm_factory``); closed with the pool or by :meth:`release`."""
-        pooled = self._boot(request, f"extra{len(self._extra)}")
+    def start_extra(self, request: VMRequest, name: str | None = None) -> PooledVM:
+        """A VM of its own (``adare_vm_factory``; a LAN member, ``name`` its hostname);
+        closed with the pool or by :meth:`release`.
+
+        Its name (progress lines, reports) is ``name``, or ``extraN``, made unique among
+        the pool's running VMs (``server-2`` beside a running ``server``).
+        """
+        taken = {pooled.vm.name for pooled in self.all_vms()}
+        names = (
+            (name if n == 1 else f"{name}-{n}" for n in itertools.count(1))
+            if name
+            else (f"extra{n}" for n in itertools.count())
+        )
+        unique = next(candidate for candidate in names if candidate not in taken)
+        pooled = self._boot(request, unique)
         self._extra.append(pooled)
         return pooled
 

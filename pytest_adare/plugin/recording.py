@@ -2,7 +2,9 @@
 
 While a test's call phase runs, every VM it uses is filmed by a
 :class:`~pytest_adare.qemu.screen_recorder.ScreenRecorder` on the shared loop (QMP
-screendumps, nothing in the guest; the last 20 s at 2 fps in bounded memory). When the
+screendumps, nothing in the guest; the last 20 s at 2 fps in bounded memory). The film
+stops when the call phase ends, where the test failed: what comes after (a
+``--adare-pause-on-fail`` pause, a handover, the teardown) is not in it. When the
 call fails (``on-failure``, the default) or always (``always``), the film is written to
 the test's artifacts as ``recording.webp`` (``recording-1.webp``, ... for further VMs),
 named in the report (section ``adare recording``, property ``adare_recording``) and
@@ -55,24 +57,31 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             recorder = ScreenRecorder(_machine_of(pooled))
             _run(recorder.start())
             started.append((pooled, recorder))
-    return (yield)
+    try:
+        return (yield)
+    finally:
+        _stop_all(item.stash.get(RECORDERS_KEY, []))
 
 
-def _stop_all(item: pytest.Item) -> list[tuple[PooledVM, ScreenRecorder]]:
-    recorders = item.stash.get(RECORDERS_KEY, [])
-    item.stash[RECORDERS_KEY] = []
+def _stop_all(recorders: list[tuple[PooledVM, ScreenRecorder]]) -> None:
     for _, recorder in recorders:
         try:
             _run(recorder.stop())
         except Exception:  # a stuck loop must not hide the test's own outcome
             continue
+
+
+def _take_all(item: pytest.Item) -> list[tuple[PooledVM, ScreenRecorder]]:
+    recorders = item.stash.get(RECORDERS_KEY, [])
+    item.stash[RECORDERS_KEY] = []
+    _stop_all(recorders)  # already stopped, unless the call phase never ended
     return recorders
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_teardown(item: pytest.Item) -> None:
-    """Stop the films a passing test did not need."""
-    _stop_all(item)
+    """Drop the films a passing test did not need."""
+    _take_all(item)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -83,7 +92,7 @@ def pytest_runtest_makereport(
     mode = adare_options(item.config).record
     if report.when != "call" or not item.stash.get(RECORDERS_KEY, []):
         return report
-    recorders = _stop_all(item)
+    recorders = _take_all(item)
     if not (mode == "always" or report.failed):
         return report
     folder = artifacts_dir_for(item)

@@ -8,8 +8,9 @@ Trash entry's ``DeletionDate``, a package's version), not only pass or fail::
         adare_record("trashinfo", info)
 
 The values must be JSON (they are written to ``adare-matrix.json``) and are bounded:
-at most :data:`MAX_RECORDS` names per test and :data:`MAX_VALUE_BYTES` of JSON per
-value. Recording a name again replaces its value. When the call phase ends they are
+at most :data:`MAX_RECORDS` names per test, :data:`MAX_VALUE_BYTES` of JSON per value,
+nested at most :data:`~pytest_adare.plugin.matrix_table.MAX_RECORD_DEPTH` deep.
+Recording a name again replaces its value. When the call phase ends they are
 the item's ``adare_records`` property (JSON), which reaches the matrix report with the
 test's reports, also from xdist workers.
 """
@@ -21,6 +22,8 @@ from collections.abc import Generator
 from typing import Any
 
 import pytest
+
+from pytest_adare.plugin.matrix_table import MAX_RECORD_DEPTH, nests_deeper
 
 RECORDS_KEY = pytest.StashKey[dict[str, Any]]()
 RECORDS_PROPERTY = "adare_records"
@@ -38,13 +41,19 @@ class Recorder:
     def __call__(self, name: str, value: object) -> None:
         """Record ``value`` (JSON: None, bool, numbers, text, lists, objects) as ``name``.
 
-        :raise ValueError: a blank or too long name, a value that is not JSON or whose
-            JSON is over :data:`MAX_VALUE_BYTES`, more than :data:`MAX_RECORDS` names.
+        :raise ValueError: a blank or too long name, a value that is not JSON, nests
+            deeper than :data:`MAX_RECORD_DEPTH` or whose JSON is over
+            :data:`MAX_VALUE_BYTES`, more than :data:`MAX_RECORDS` names.
         """
         if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME:
             raise ValueError(
                 f"adare_record: a name is non-empty text of at most {MAX_NAME} characters, "
                 f"got {name!r}"
+            )
+        if nests_deeper(value, MAX_RECORD_DEPTH):
+            raise ValueError(
+                f"adare_record({name!r}): the value nests deeper than {MAX_RECORD_DEPTH} "
+                "lists or objects"
             )
         try:
             text = json.dumps(value, allow_nan=False, sort_keys=True)

@@ -26,6 +26,7 @@ from pytest_adare.plugin.fixtures import (
     artifacts_dir_for,
 )
 from pytest_adare.plugin.hypervisors import workers_per_host
+from pytest_adare.plugin.matrix import session_images
 from pytest_adare.plugin.options import AdareOptions, adare_options
 from pytest_adare.plugin.pool import PooledVM, is_infrastructure_error
 
@@ -91,19 +92,23 @@ def pytest_report_header(config: pytest.Config) -> str:
     gui = vm.gui if vm.gui != "auto" else f"auto ({GUI_AUTO_NOTE})"
     firmware = vm.firmware if vm.firmware != "auto" else f"auto ({FIRMWARE_AUTO_NOTE})"
     where = f", {hypervisor_line(config, options)}" if options.hypervisors else ""
+    # A matrix: every image its tests run on (the options below are each one's).
+    # (a recipe of several suites is one image per suite)
+    specs = [image.spec for image in session_images(config)]
+    images = f"images {', '.join(specs)}" if len(specs) > 1 else ""
     return (
-        f"adare: image {options.vm}, accel {accel}, isolation {options.isolation}, "
+        f"adare: {images or f'image {options.vm}'}, accel {accel}, isolation {options.isolation}, "
         f"firmware {firmware}, gui {gui}{where}, {qemu_version()}"
     )
 
 
 def _write_evidence(
-    pooled: PooledVM, folder: Path, suffix: str, infra: bool
+    pooled: PooledVM, folder: Path, suffix: str, infra: bool, label: str = ""
 ) -> tuple[list[tuple[str, str]], Path | None]:
-    """Save one VM's evidence into ``folder``; returns report sections and the screenshot."""
+    """Save one VM's evidence into ``folder``; returns report sections (their titles
+    end in ``label``) and the screenshot."""
     vm = pooled.vm
     sections: list[tuple[str, str]] = []
-    label = f" ({pooled.request.describe()})" if suffix else ""
     # tail() leads with what killed the guest (a panic, an oops...), wherever it was.
     console = printable("\n".join(vm.console_tail(TAIL_LINES)))
     source = vm.machine.console_log_path
@@ -116,8 +121,8 @@ def _write_evidence(
         agent_log = "\n".join(vm.agent_log_tail(TAIL_LINES))
         (folder / f"agent{suffix}.log").write_text(agent_log)
         agent_log = printable(agent_log)
-    except Exception as error:
-        agent_log = f"(agent log unavailable: {error})"
+    except Exception as error:  # its text may quote the guest (an agent's answer)
+        agent_log = printable(f"(agent log unavailable: {error})")
     sections.append((f"adare agent log tail{label}", agent_log or "(empty)"))
     shot = folder / f"screenshot{suffix}.png"
     try:
@@ -127,7 +132,7 @@ def _write_evidence(
         how = "agent screenshot" if use_agent else "host screendump"
         sections.append((f"adare screenshot{label}", f"{how}: {shot}"))
     except Exception as error:
-        sections.append((f"adare screenshot{label}", f"(no screenshot: {error})"))
+        sections.append((f"adare screenshot{label}", printable(f"(no screenshot: {error})")))
         return sections, None
     return sections, shot
 
@@ -138,7 +143,10 @@ def _attach_evidence(item: pytest.Item, report: pytest.TestReport, infra: bool) 
     screenshots: list[Path] = []
     for index, pooled in enumerate(pooled_vms):
         pooled.failed_tests.append(item.nodeid)
-        sections, shot = _write_evidence(pooled, folder, f"-{index}" if index else "", infra)
+        # With several VMs (a LAN's members, a factory's) each section says whose it is.
+        label = f" ({pooled.vm.name}: {pooled.request.describe()})" if len(pooled_vms) > 1 else ""
+        suffix = f"-{index}" if index else ""
+        sections, shot = _write_evidence(pooled, folder, suffix, infra, label)
         report.sections.extend(sections)
         if shot is not None:
             screenshots.append(shot)
@@ -180,7 +188,7 @@ def pytest_runtest_makereport(
             and call.excinfo is not None
             and is_infrastructure_error(call.excinfo.value)
         ):
-            report.longrepr = f"adare: {call.excinfo.value}"
+            report.longrepr = printable(f"adare: {call.excinfo.value}")
             tail = console_tail_of(call.excinfo.value)
             if tail:
                 shown = printable("\n".join(tail))
@@ -193,7 +201,7 @@ def pytest_runtest_makereport(
         for pooled in item.stash.get(ITEM_VMS_KEY, []):
             pooled.suspect = True
         if report.when != "call":
-            report.longrepr = f"adare: {error}"
+            report.longrepr = printable(f"adare: {error}")
     _attach_evidence(item, report, infra)
     if infra:
         _say_what_killed_the_guest(report, item.stash.get(ITEM_VMS_KEY, []), str(error))

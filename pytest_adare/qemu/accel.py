@@ -18,8 +18,6 @@ Example::
 from __future__ import annotations
 
 import functools
-import getpass
-import grp
 import hashlib
 import json
 import os
@@ -33,7 +31,8 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_adare.cache_dir import cache_root
-from pytest_adare.machine.base import AccelRequest as AccelRequest
+from pytest_adare.machine.spec import AccelRequest as AccelRequest
+from pytest_adare.qemu.kvm_access import kvm_unusable_reason as kvm_unusable_reason
 from pytest_adare.qemu.reaper import spawn
 
 # Messages a Linux kernel prints once it is well past early boot.
@@ -51,31 +50,6 @@ class AccelChoice:
     reason: str
     probed: bool = True
     """False: KVM is only a guess; the caller's boot must show progress (then record it)."""
-
-
-def kvm_unusable_reason(device: str = "/dev/kvm") -> str | None:
-    """None when ``device`` opens read-write, else why not (for a device that exists
-    but is not this user's, also how to get it)."""
-    try:
-        fd = os.open(device, os.O_RDWR | os.O_CLOEXEC)
-    except PermissionError as exc:
-        return f"{device}: {exc.strerror}; {_kvm_access_fix(device)}"
-    except OSError as exc:
-        return f"{device}: {exc.strerror or exc}"
-    os.close(fd)
-    return None
-
-
-def _kvm_access_fix(device: str) -> str:
-    user = getpass.getuser()
-    try:
-        group = grp.getgrgid(os.stat(device).st_gid).gr_name
-    except (OSError, KeyError):
-        group = "kvm"
-    return (
-        f"{user} is not in its group {group}: run sudo usermod -aG {group} {user} and log in "
-        "again (until then guests run under TCG, several times slower)"
-    )
 
 
 def probe_kvm_boot(

@@ -16,8 +16,9 @@ spells it. The wiring is fixed, because the host code relies on it:
   name the Debian installer writes for a q35 guest; it has no option ROM (no PXE).
 - LAN NICs (``lan_ports``): each a ``-netdev dgram`` between the guest's Unix datagram
   socket and the segment's (the host's forwarder, :mod:`pytest_adare.lan.forwarder`), a
-  virtio NIC in its own PCI slot from ``0x10`` on, no option ROM. No port, no bridge,
-  no tap device: only the two socket files, in a private directory.
+  virtio NIC in its own PCI slot from ``0x10`` on, no option ROM, and no guest announce
+  (``NIC_PROPERTIES``). No port, no bridge, no tap device: only the two socket
+  files, in a private directory.
 - firmware: SeaBIOS (QEMU's default), or UEFI from two pflash drives: the read-only
   OVMF code and this VM's own qcow2 copy of the variables store (qcow2 so ``savevm``,
   which needs every writable drive to take snapshots, keeps working). ``firmware_log``
@@ -32,14 +33,13 @@ Example::
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from adare_guest.config import DEFAULT_PORT, VIRTIO_PORT_NAME
-from pytest_adare.lan.port import LanPort
+from pytest_adare.machine.spec import NIC_PROPERTIES, AgentLink, MachineSpec
 
 AGENT_GUEST_PORT = DEFAULT_PORT
 QGA_PORT_NAME = "org.qemu.guest_agent.0"
@@ -47,7 +47,6 @@ NIC_PCI_SLOT = 2
 """The NIC's PCI slot on q35 (``enp0s2`` in a systemd guest)."""
 NETDEV_ID = "net0"
 """The id of the guest's network backend (a ``filter-dump`` attaches to it)."""
-
 Accel = Literal["tcg", "kvm"]
 
 
@@ -62,10 +61,14 @@ class MachineConfig:
 
     qmp_path: Path
     agent_serial_path: Path
-    agent_link: Literal["uart", "virtio"] = "uart"
-    """What carries the agent's serial link (``agent_serial_path``): the 16550 UART
-    ``ttyS1`` (any guest; ~250 KiB/s under TCG) or the virtio-serial port
-    ``VIRTIO_PORT_NAME`` (needs virtio drivers; megabytes per second)."""
+    spec: MachineSpec = field(default_factory=MachineSpec)
+    """What the VM asked (:class:`~pytest_adare.machine.spec.MachineSpec`): its name,
+    NICs, agent link, clock, seed, share disks, fw_cfg files and ``incoming``, spelt here
+    as QEMU options. ``spec.agent_link`` says what carries the agent's serial link
+    (``agent_serial_path``): the 16550 UART ``ttyS1`` (any guest; ~250 KiB/s under TCG) or
+    the virtio-serial port ``VIRTIO_PORT_NAME`` (needs virtio drivers; megabytes per
+    second). ``spec.memory_mib`` and ``spec.accel`` are resolved in ``memory_mib`` and
+    ``accel``."""
     qmp_listen: bool = False
     """False: QEMU connects to the host's QMP server at ``qmp_path`` (the test run);
     True: QEMU listens there itself (a machine booted by hand from a kept disk)."""
@@ -88,22 +91,8 @@ class MachineConfig:
     """This VM's qcow2 copy of OVMF's variables store (pflash 1)."""
     firmware_log: Path | None = None
     """File receiving the firmware's debug port (``isa-debugcon`` at ``0x402``)."""
-    seed: Path | None = None
-    """A read-only CD-ROM image (the cloud-init NoCloud seed, label ``cidata``)."""
     display: bool = True
-    network: bool = True
-    lan_ports: Sequence[LanPort] = ()
-    """NICs on LAN segments (QEMU: ``socket`` and ``peer`` of each are set)."""
     guest_agent_port: int = AGENT_GUEST_PORT
-    fw_cfg: Mapping[str, Path] = field(default_factory=dict)
-    name: str = "adare-vm"
-    rtc_base: str | None = None
-    """The guest's real-time clock at power-on, ``YYYY-MM-DDTHH:MM:SS`` in UTC; it then
-    runs on QEMU's virtual clock (stops while the VM is paused, restored by ``loadvm``).
-    None: the host's UTC time."""
-    incoming: bool = False
-    """Wait for a saved state instead of booting (``-incoming defer``; the host then
-    sends it with ``migrate-incoming``, see :mod:`pytest_adare.qemu.migration`)."""
     extra_args: Sequence[str] = ()
 
     def __post_init__(self) -> None:
@@ -123,23 +112,11 @@ class MachineConfig:
             raise ValueError("give either firmware (-bios) or uefi_code/uefi_vars, not both")
         if not 0 < self.guest_agent_port < 65536:
             raise ValueError(f"guest_agent_port out of range: {self.guest_agent_port}")
-        if self.rtc_base is not None and not _RTC_BASE.fullmatch(self.rtc_base):
-            raise ValueError(
-                f"rtc_base must be YYYY-MM-DDTHH:MM:SS (UTC), got {self.rtc_base!r}"
-            )
-        if any(not (port.socket and port.peer) for port in self.lan_ports):
+        if any(not (port.socket and port.peer) for port in self.spec.lan_ports):
             raise ValueError("a LAN NIC on QEMU needs its two socket paths")
-        if len({port.netdev for port in self.lan_ports}) != len(self.lan_ports):
-            raise ValueError("two LAN NICs with the same netdev id")
-        for name in self.fw_cfg:
-            if not name.startswith("opt/") or "," in name:
-                raise ValueError(f"fw_cfg names must start with 'opt/' and hold no comma: {name!r}")
 
 
-_RTC_BASE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
-
-
-def agent_link_for(serial_device: str | None) -> Literal["uart", "virtio"]:
+def agent_link_for(serial_device: str | None) -> AgentLink:
     """What carries the agent's serial link for the guest device it serves: a
     ``/dev/virtio-ports/…`` device a virtio-serial port, anything else the UART."""
     return "virtio" if (serial_device or "").startswith("/dev/virtio-ports/") else "uart"
@@ -172,10 +149,10 @@ def _boot_args(config: MachineConfig) -> list[str]:
             "-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=n",
             "-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=n",
         ]  # fmt: skip
-    if config.seed is not None:
+    if config.spec.seed is not None:
         args += [
             "-drive",
-            f"file={_opt_value(config.seed)},format=raw,if=none,id=seed0,readonly=on,media=cdrom",
+            f"file={_opt_value(config.spec.seed)},format=raw,if=none,id=seed0,readonly=on,media=cdrom",
             "-device", "ide-cd,drive=seed0,bus=ide.1",
         ]  # fmt: skip
     if config.firmware_log is not None:
@@ -201,13 +178,26 @@ def _boot_args(config: MachineConfig) -> list[str]:
     return args
 
 
+def _share_args(config: MachineConfig) -> list[str]:
+    """The share disks, after the system disk: PCI slots follow the command line, and the
+    guest names virtio disks in slot order, so the system disk stays ``/dev/vda``."""
+    args: list[str] = []
+    for index, share in enumerate(config.spec.share_disks):
+        args += [
+            "-drive",
+            f"file={_opt_value(share)},format=raw,if=none,id=share{index},readonly=on",
+            "-device", f"virtio-blk-pci,drive=share{index},serial=adare-share{index}",
+        ]  # fmt: skip
+    return args
+
+
 def _serial_args(config: MachineConfig) -> list[str]:
     return [
         "-chardev", "stdio,id=console,signal=off",
         "-serial", "chardev:console",
         "-chardev",
         f"socket,id=agentser,path={_opt_value(config.agent_serial_path)},server=on,wait=off",
-        *(["-serial", "chardev:agentser"] if config.agent_link == "uart" else []),
+        *(["-serial", "chardev:agentser"] if config.spec.agent_link == "uart" else []),
     ]  # fmt: skip
 
 
@@ -220,7 +210,7 @@ def _qga_args(config: MachineConfig) -> list[str]:
             "-chardev", f"socket,id=qga,path={_opt_value(config.qga_path)},server=on,wait=off",
             "-device", f"virtserialport,bus=vser0.0,chardev=qga,name={QGA_PORT_NAME}",
         ]  # fmt: skip
-    if config.agent_link == "virtio":
+    if config.spec.agent_link == "virtio":
         args += ["-device", f"virtserialport,bus=vser0.0,chardev=agentser,name={VIRTIO_PORT_NAME}"]
     return ["-device", "virtio-serial-pci,id=vser0", *args] if args else []
 
@@ -245,37 +235,47 @@ def _display_args(config: MachineConfig) -> list[str]:
 
 
 def _network_args(config: MachineConfig) -> list[str]:
-    if not config.network:
+    if not config.spec.network:
         return ["-nic", "none"]
     return [
         "-netdev",
         f"user,id={NETDEV_ID},hostfwd=tcp:127.0.0.1:0-:{config.guest_agent_port}",
-        "-device", f"virtio-net-pci,netdev={NETDEV_ID},addr={NIC_PCI_SLOT:#x},romfile=",
+        "-device", f"virtio-net-pci,netdev={NETDEV_ID},addr={NIC_PCI_SLOT:#x},{NIC_PROPERTIES}",
     ]  # fmt: skip
 
 
 def _lan_args(config: MachineConfig) -> list[str]:
     args: list[str] = []
-    for port in config.lan_ports:
+    for port in config.spec.lan_ports:
         args += [
             "-netdev",
             f"dgram,id={port.netdev},local.type=unix,local.path={_opt_value(port.socket)},"
             f"remote.type=unix,remote.path={_opt_value(port.peer)}",
             "-device",
-            f"virtio-net-pci,netdev={port.netdev},mac={port.mac},addr={port.slot:#x},romfile=",
+            f"virtio-net-pci,netdev={port.netdev},mac={port.mac},addr={port.slot:#x},"
+            f"{NIC_PROPERTIES}",
         ]  # fmt: skip
     return args
 
 
-def _rtc_args(config: MachineConfig) -> list[str]:
-    if config.rtc_base is None:
+def _rng_args(config: MachineConfig) -> list[str]:
+    if not config.spec.rng:
         return []
-    return ["-rtc", f"base={config.rtc_base},clock=vm"]
+    return [
+        "-object", "rng-random,id=rng0,filename=/dev/urandom",
+        "-device", "virtio-rng-pci,rng=rng0",
+    ]  # fmt: skip
+
+
+def _rtc_args(config: MachineConfig) -> list[str]:
+    if config.spec.rtc_base is None:
+        return []
+    return ["-rtc", f"base={config.spec.rtc_base},clock=vm"]
 
 
 def _fw_cfg_args(config: MachineConfig) -> list[str]:
     args: list[str] = []
-    for name, path in sorted(config.fw_cfg.items()):
+    for name, path in sorted(config.spec.fw_cfg.items()):
         args += ["-fw_cfg", f"name={name},file={_opt_value(path)}"]
     return args
 
@@ -284,7 +284,7 @@ def build_qemu_argv(config: MachineConfig) -> list[str]:
     """The full QEMU argv (binary first) for ``config``; pure, touches no file."""
     return [
         config.qemu_binary,
-        "-name", config.name,
+        "-name", config.spec.name,
         "-machine", config.machine_type,
         *_accel_args(config),
         "-m", str(config.memory_mib),
@@ -297,11 +297,13 @@ def build_qemu_argv(config: MachineConfig) -> list[str]:
         *_network_args(config),
         *_lan_args(config),
         *_boot_args(config),
+        *_share_args(config),
         *_serial_args(config),
         *_qga_args(config),
         *_qmp_args(config),
         *_display_args(config),
+        *_rng_args(config),
         *_fw_cfg_args(config),
-        *(["-incoming", "defer"] if config.incoming else []),
+        *(["-incoming", "defer"] if config.spec.incoming else []),
         *config.extra_args,
     ]  # fmt: skip

@@ -26,16 +26,15 @@ import subprocess
 import tempfile
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from qemu.qmp import EventListener, ExecuteError, QMPClient, QMPError
 
 from pytest_adare.errors import SnapshotError, VMDied, VMLaunchError, VMTimeout
-from pytest_adare.lan.port import LanPort
 from pytest_adare.machine.base import Capability, MachineCommandError, MachineImage
 from pytest_adare.machine.console import ConsoleCapture
 from pytest_adare.machine.core import MachineCore, check_tag
@@ -51,11 +50,11 @@ from pytest_adare.machine.results import (
     MemoryDump,
     NetworkCapture,
 )
+from pytest_adare.machine.spec import AgentLink, MachineSpec
 from pytest_adare.qemu import capture, disk_export, memory_dump, migration, run_state
 from pytest_adare.qemu.accel import (
     KERNEL_PROGRESS,
     AccelChoice,
-    AccelRequest,
     choose_accel,
     record_boot_probe,
 )
@@ -117,50 +116,39 @@ class Machine(MachineCore):
         self,
         manifest: MachineImage,
         workdir: Path,
+        spec: MachineSpec | None = None,
         *,
-        memory_mib: int | None = None,
-        cpus: int | None = None,
-        accel: AccelRequest = "auto",
-        network: bool = True,
         display: bool = True,
-        fw_cfg: Mapping[str, Path] | None = None,
-        name: str = "vm",
         qemu_binary: str = "qemu-system-x86_64",
         extra_args: Sequence[str] = (),
         kvm_progress_seconds: float = _KVM_PROGRESS_SECONDS,
-        rtc_base: str | None = None,
-        incoming: bool = False,
-        firmware: str = "bios",
-        seed: Path | None = None,
-        agent_link: Literal["uart", "virtio"] = "uart",
         boot_silence_seconds: float = BOOT_SILENCE_SECONDS,
         kvm_firmware_probe_seconds: float = _KVM_FIRMWARE_PROBE_SECONDS,
-        lan_ports: Sequence[LanPort] = (),
     ) -> None:
+        """``spec``: what the VM asks (default: ``MachineSpec()``); the keywords tune
+        this backend only (tests shorten its bounds)."""
+        spec = spec or MachineSpec()
+        self.spec = spec
         self.manifest = manifest
         self.workdir = Path(workdir).resolve()
-        self.name = name
-        self._memory_mib = memory_mib or manifest.memory_mib or 1024
-        self._cpus = cpus or 1
-        self._accel_request: AccelRequest = accel
-        self._network = network
-        self.lan_ports = tuple(lan_ports)
+        self.name = spec.name
+        self.lan_ports = spec.lan_ports
         """This machine's NICs on LAN segments (:mod:`pytest_adare.lan`)."""
         self._display = display
-        self._fw_cfg = dict(fw_cfg or {})
         self._qemu_binary = qemu_binary
         self._extra_args = tuple(extra_args)
-        self._rtc_base = rtc_base
-        self.incoming = incoming
+        self.incoming = spec.incoming
         """Started to receive a saved state, not to boot (see ``qemu.migration``)."""
         self._kvm_progress_seconds = kvm_progress_seconds
-        self.firmware = firmware if manifest.kernel is None else "bios"
+        self.firmware = spec.firmware if manifest.kernel is None else "bios"
         """``bios`` or ``uefi``: what boots the disk (a direct-boot kernel: SeaBIOS)."""
         self._boot_silence_seconds = boot_silence_seconds
-        self.seed = seed
-        self.agent_link: Literal["uart", "virtio"] = agent_link
-        """What carries the agent's serial link at :attr:`agent_serial_path`."""
+        self.seed = spec.seed
         """The cloud-init seed attached as a CD-ROM, or None."""
+        self.share_disks = spec.share_disks
+        """Read-only disks of shared host folders (:mod:`pytest_adare.qemu.share`)."""
+        self.agent_link: AgentLink = spec.agent_link
+        """What carries the agent's serial link at :attr:`agent_serial_path`."""
         self._kvm_firmware_probe_seconds = kvm_firmware_probe_seconds
         self.uefi_vars_path = self.workdir / "uefi-vars.qcow2"
         self.firmware_log_path = self.workdir / "firmware.log"
@@ -237,7 +225,7 @@ class Machine(MachineCore):
 
     def _choose_accel(self) -> AccelChoice:
         return choose_accel(
-            self._accel_request,
+            self.spec.accel,
             probe_kernel=_optional_path(self.manifest.kernel),
             qemu_binary=self._qemu_binary,
         )
@@ -280,26 +268,19 @@ class Machine(MachineCore):
             agent_serial_path=self.agent_serial_path,
             qga_path=self.qga_path,
             qemu_binary=self._qemu_binary,
-            memory_mib=self._memory_mib,
-            cpus=self._cpus,
+            spec=self.spec,
+            memory_mib=self.spec.memory_for(self.manifest.memory_mib),
+            cpus=self.spec.cpus,
             accel=choice.accel,
             cpu_model=choice.cpu_model,
             disk=self.overlay_path if self.manifest.disk is not None else None,
             uefi_code=self._uefi_code if self.firmware == "uefi" else None,
             uefi_vars=self.uefi_vars_path if self.firmware == "uefi" else None,
             firmware_log=self.firmware_log_path if self.manifest.kernel is None else None,
-            seed=self.seed,
-            agent_link=self.agent_link,
             kernel=_optional_path(self.manifest.kernel),
             initrd=_optional_path(self.manifest.initrd),
             append=_with_panic_exit(self.manifest.append) if self.manifest.kernel else None,
             display=self._display,
-            network=self._network,
-            lan_ports=self.lan_ports,
-            fw_cfg=self._fw_cfg,
-            name=self.name,
-            rtc_base=self._rtc_base,
-            incoming=self.incoming,
             extra_args=self._extra_args,
         )
 
@@ -347,7 +328,7 @@ class Machine(MachineCore):
         self._tasks.append(loop.create_task(self._watch_events(listener)))
         if self.manifest.kernel is None and not self.incoming:
             self._tasks.append(loop.create_task(self._watch_boot()))
-        if self._network:
+        if self.spec.network:
             self.agent_port = await self._read_forwarded_port()
 
     def _fall_back_to_tcg_if_stalled(self, choice: AccelChoice) -> None:
@@ -697,7 +678,7 @@ class Machine(MachineCore):
 
         :raise ValueError: this machine has no such NIC.
         """
-        nics = ([NETDEV_ID] if self._network else []) + [p.netdev for p in self.lan_ports]
+        nics = ([NETDEV_ID] if self.spec.network else []) + [p.netdev for p in self.lan_ports]
         if nic is None and nics:
             return nics[0]
         if nic not in nics:
@@ -742,7 +723,7 @@ class Machine(MachineCore):
             qmp_listen=True,
             agent_serial_path=sockets / "agent-serial.sock",
             qga_path=sockets / "qga.sock" if self.launched_config.qga_path else None,
-            incoming=False,
+            spec=replace(self.launched_config.spec, incoming=False),
         )
         argv = build_qemu_argv(config)
         if loadvm is not None:

@@ -57,6 +57,10 @@ async def load_state(machine: MigratingMachine, path: Path, timeout: float = 120
     """
     if not await asyncio.to_thread(path.is_file):
         raise MigrationError(f"no saved state at {path}")
+    # No self-announce: after a load QEMU sends RARPs from every NIC for switches to
+    # learn where the guest moved. This QEMU's networks are new (a LAN's segment carries
+    # only what its scenario sends, docs/networks.md).
+    await machine.aqmp("migrate-set-parameters", **{"announce-rounds": 0})
     await machine.aqmp("migrate-incoming", uri=f"exec:cat {shlex.quote(str(path))}")
     await _completed(machine, timeout, f"{machine.name} to load the state in {path}")
     # The state was saved paused, so the loaded machine is paused too.

@@ -11,12 +11,16 @@
 A background task asks the machine for a PNG screendump ``fps`` times a second (no work in the
 guest: QEMU renders its own display) and keeps only frames that differ from the one
 before, each with the time it appeared, in a :class:`FrameRing` bounded by frame count,
-bytes and seconds. A frame is kept as QEMU's PNG bytes (a few tens of KiB for a desktop)
-and decoded only when a film is written. Screendumps that fail (the VM died or is being
-restored) are skipped and counted; the film shows what was captured.
+bytes and seconds. A change that fits in :data:`STILL_BOX` (a blinking cursor, a clock's
+digit) is no new frame: a screen whose cursor blinks is one frame, not one per blink.
+A frame is kept as QEMU's PNG bytes (a few tens of KiB for a desktop); the newest one is
+held decoded too, to compare the next screendump with, off the loop (a thread).
+Screendumps that fail (the VM died or is being restored) are skipped and counted; the
+film shows what was captured.
 
 This module knows nothing of pytest: the plugin starts and stops one recorder per VM
-around each test and writes the film of a failing one (see ``plugin/reports.py``).
+around each test's call phase and writes the film of a failing one (see
+``plugin/recording.py``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from PIL import Image
+from PIL import Image, ImageChops
 
 DEFAULT_FPS = 2.0
 DEFAULT_SECONDS = 20.0
@@ -42,6 +46,11 @@ SCREENDUMP_TIMEOUT = 10.0
 FILM_MAX_PIXELS = 1_310_720
 """Film frames larger than 1280x1024 are scaled down: a film decodes all its frames."""
 MIN_FRAME_MS = 20  # animated WebP/GIF players round shorter frames up anyway
+STILL_BOX = (32, 32)
+"""Width and height in pixels of the largest change that makes no new frame: more than a
+text cursor (a VGA cell is 9x16, xterm's 6x13, a GUI's caret 1-2 px wide) or a clock's
+digit, less than a word typed or a window opened. A film may lack a change this small;
+the failure's screenshot has the exact last screen."""
 
 
 @dataclass(frozen=True)
@@ -57,19 +66,30 @@ class FrameRing:
     """The distinct frames of the last ``max_seconds``: at most ``max_frames`` of them and
     ``max_bytes`` of PNG in all (the oldest go first).
 
-    A frame that equals the newest is not stored: it only moves :attr:`last_seen`, so a
-    still screen costs nothing. The oldest frame is kept while the one after it appeared
-    within the window: the film then starts with what the screen showed at its start.
+    A frame that equals the newest, or differs from it only within ``still_box`` (width,
+    height), is not stored: it only moves :attr:`last_seen`, so a still screen costs
+    nothing, blinking cursor included. The comparison is with the newest *stored* frame,
+    so small changes that add up (a word typed letter by letter) make a frame once they
+    outgrow the box. The oldest frame is kept while the one after it appeared within the
+    window: the film then starts with what the screen showed at its start.
     """
 
-    def __init__(self, max_frames: int, max_seconds: float, max_bytes: int) -> None:
+    def __init__(
+        self,
+        max_frames: int,
+        max_seconds: float,
+        max_bytes: int,
+        still_box: tuple[int, int] = STILL_BOX,
+    ) -> None:
         if max_frames < 1 or max_seconds <= 0 or max_bytes < 1:
             raise ValueError("a frame ring needs room for at least one frame, second and byte")
         self.max_frames = max_frames
         self.max_seconds = max_seconds
         self.max_bytes = max_bytes
+        self.still_box = still_box
         self._frames: deque[Frame] = deque()
         self._bytes = 0
+        self._decoded: tuple[bytes, Image.Image] | None = None  # (digest, the newest frame)
         self.last_seen = 0.0
         """When the newest frame was last seen on screen (it shows until then)."""
 
@@ -85,13 +105,33 @@ class FrameRing:
         """Record the screen seen at ``at``; True when it differs from the newest frame."""
         digest = hashlib.blake2b(png, digest_size=16).digest()
         self.last_seen = at
-        if self._frames and self._frames[-1].digest == digest:
+        if self._frames and (self._frames[-1].digest == digest or self._still(digest, png)):
             self._evict(at)
             return False
         self._frames.append(Frame(at, png, digest))
         self._bytes += len(png)
         self._evict(at)
         return True
+
+    def _still(self, digest: bytes, png: bytes) -> bool:
+        """Whether ``png`` differs from the newest frame only within :attr:`still_box`;
+        ``png`` decoded is kept as the newest frame's image either way."""
+        newest = self._frames[-1]
+        try:
+            if self._decoded is None or self._decoded[0] != newest.digest:
+                self._decoded = (newest.digest, _decode(newest.png))
+            image = _decode(png)
+        except (OSError, ValueError):  # not a PNG PIL reads: a change, as before
+            return False
+        before = self._decoded[1]
+        self._decoded = (digest, image)
+        if image.size != before.size:
+            return False
+        box = ImageChops.difference(image, before).getbbox()
+        if box is None:  # the same pixels, encoded differently
+            return True
+        width, height = self.still_box
+        return box[2] - box[0] <= width and box[3] - box[1] <= height
 
     def _evict(self, now: float) -> None:
         frames = self._frames
@@ -118,6 +158,11 @@ class FrameRing:
             max(MIN_FRAME_MS, round((end - f.at) * 1000))
             for f, end in zip(frames, ends, strict=True)
         ]
+
+
+def _decode(png: bytes) -> Image.Image:
+    with Image.open(io.BytesIO(png)) as image:
+        return image.convert("RGB")
 
 
 def _film_frame(png: bytes) -> Image.Image:
@@ -185,7 +230,7 @@ class ScreenRecorder:
         while True:
             try:
                 png = await self._machine().ascreendump_png(SCREENDUMP_TIMEOUT)
-                self.ring.add(time.monotonic(), png)
+                await self._add(time.monotonic(), png)
                 self.captured += 1
             except asyncio.CancelledError:
                 raise
@@ -194,6 +239,17 @@ class ScreenRecorder:
                 self.last_error = f"{type(error).__name__}: {error}".splitlines()[0]
             next_at = max(next_at + self.interval, time.monotonic())
             await asyncio.sleep(next_at - time.monotonic())
+
+    async def _add(self, at: float, png: bytes) -> None:
+        # A thread: comparing with the newest frame decodes PNGs (ms each), and this loop
+        # also carries every agent call. Cancelled (stop), it still waits for the thread,
+        # so no frame lands in the ring after stop() returned.
+        adding = asyncio.get_running_loop().run_in_executor(None, self.ring.add, at, png)
+        try:
+            await asyncio.shield(adding)
+        except asyncio.CancelledError:
+            await adding
+            raise
 
     def save_film(self, path: str | os.PathLike[str]) -> Path | None:
         """Write the frames as an animated WebP (or GIF when ``path`` ends in ``.gif``),

@@ -10,7 +10,9 @@
 The OCR runs on the host (no work in the guest) through ``tesserocr`` (the ``ocr``
 extra; why not ``pytesseract``: docs/gui.md) on several variants of one screenshot:
 the raw image, grey levels, inverted grey (light-on-dark terminals), and grey as dark
-on light scaled up three times (small bitmap fonts: xterm's, the VGA console's).
+on light scaled up three times (small bitmap fonts: xterm's, the VGA console's), and
+last the same with light-on-dark bands turned round too (a selected line or list item,
+a dark title bar: :mod:`pytest_adare.screen.polarity`).
 Tesseract reads each in sparse-text mode (a screen is
 labels and buttons scattered over a page, not a column of prose); the word boxes of
 all variants are then matched and merged by the pure functions below, which the unit
@@ -41,6 +43,7 @@ from typing import Any, TypeVar, Union
 from PIL import Image, ImageFilter, ImageOps
 
 from pytest_adare.errors import AdareError
+from pytest_adare.screen import polarity
 from pytest_adare.screen.wait import (
     EventSource,
     OnScreen,
@@ -85,8 +88,13 @@ TESSDATA_DIRS = (
     "/opt/homebrew/share/tessdata",
 )
 """Where tesseract's language data is looked for when ``$TESSDATA_PREFIX`` is unset."""
-VARIANTS = ("raw", "inverted", "scaled", "grey")
-"""The order variants are read in (a wait stops at the first that matches)."""
+VARIANTS = ("raw", "inverted", "scaled", "grey", "banded")
+"""The order variants are read in (a wait stops at the first that matches). ``banded``
+comes last: it reads what the others cannot (light on dark inside dark on light), but
+turns some plain places round that ``scaled`` reads right, so it is never read first."""
+FALLBACK_VARIANTS = frozenset({"banded"})
+"""Variants whose readings never replace another variant's at the same place (only what
+the others missed)."""
 MIN_WORD_CONFIDENCE = 40.0
 """Words tesseract is less sure of (0-100) are noise on a screen: left out."""
 SCALE = 3
@@ -343,8 +351,12 @@ def find_in_lines(pattern: Pattern | TextQuery, lines: Iterable[OcrLine]) -> lis
 
 def merge_lines(lines: Iterable[OcrLine]) -> list[OcrLine]:
     """One reading per place: where lines of several variants overlap, the most confident
-    (longer lines first on ties, so a line split by one variant loses to a whole one)."""
-    ranked = sorted(lines, key=lambda line: (-line.confidence, -len(line.text)))
+    (longer lines first on ties, so a line split by one variant loses to a whole one).
+    A :data:`FALLBACK_VARIANTS` line only fills a place no other variant read."""
+    ranked = sorted(
+        lines,
+        key=lambda line: (line.variant in FALLBACK_VARIANTS, -line.confidence, -len(line.text)),
+    )
     kept: list[OcrLine] = []
     for line in ranked:
         if line.words and not any(same_place(line.box, other.box) for other in kept):
@@ -448,6 +460,10 @@ def dark_on_light(grey: Image.Image) -> Image.Image:
     return Image.composite(ImageOps.invert(grey), grey, dark)
 
 
+def _binary(level: int) -> int:
+    return 255 if level > 128 else 0
+
+
 def variant_images(screen: Image.Image) -> Iterator[tuple[str, Image.Image, int]]:
     """The variants OCR reads, in :data:`VARIANTS` order: ``(name, image, scale)``."""
     grey = screen.convert("L")
@@ -462,10 +478,18 @@ def variant_images(screen: Image.Image) -> Iterator[tuple[str, Image.Image, int]
             # Dark text on light, as tesseract was trained, three times as large: small
             # bitmap fonts (xterm's 6x13 "fixed", the VGA console's 9x16) get the
             # x-height tesseract needs (measured: 2x misreads them, 3x reads them).
-            upright = dark_on_light(grey)
+            # ``banded`` also turns round the bands a 40 px median cannot see (a
+            # selected line or list item, a dark title bar: screen/polarity.py), and is
+            # black and white after scaling: the resampled grey edges of a bitmap font
+            # made tesseract drop whole words ('BRAVO' of an xterm line, read
+            # binarised).
             factor = scale_for(grey.size)
             size = (grey.width * factor, grey.height * factor)
-            yield name, upright.resize(size, Image.Resampling.LANCZOS), factor
+            if name == "scaled":
+                yield name, dark_on_light(grey).resize(size, Image.Resampling.LANCZOS), factor
+            else:
+                scaled = polarity.dark_on_light(grey).resize(size, Image.Resampling.LANCZOS)
+                yield name, scaled.point(_binary), factor
 
 
 def ocr_lines(

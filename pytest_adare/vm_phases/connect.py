@@ -20,6 +20,7 @@ from pytest_adare.errors import AgentDisconnected, AgentUnreachable
 from pytest_adare.guest import AsyncGuest, Guest
 from pytest_adare.vm_phases.diagnose import diagnose
 from pytest_adare.vm_phases.gui import host_screen
+from pytest_adare.vm_phases.stall import install_stall_check
 from pytest_adare.vm_phases.state import VMState
 
 SERIAL_CONNECT_TIMEOUT = 30.0
@@ -54,10 +55,13 @@ async def connect(vm: VMState, token: str | None = None) -> AgentConnection:
     """
     connector = vm.connector or open_transport
     try:
-        return await connector(vm, token or vm.token)
+        connection = await connector(vm, token or vm.token)
     except AgentUnreachable as failure:
         vm.machine.check_alive()
         raise await diagnose(vm, failure) from failure
+    # A call that hears nothing asks this VM's side paths what the agent is doing.
+    install_stall_check(vm, connection)
+    return connection
 
 
 def attach(vm: VMState, connection: AgentConnection) -> Guest:

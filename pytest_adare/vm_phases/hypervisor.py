@@ -6,38 +6,35 @@ import asyncio
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pytest_adare.machine.base import MachineBackend, MachineImage
+from pytest_adare.machine.spec import spec_from_options
 from pytest_adare.vm_phases.state import VMState
 
 
 def make_machine(
-    vm: VMState, image: MachineImage, fw_cfg: Mapping[str, Path], **extra: Any
+    vm: VMState, image: MachineImage, fw_cfg: Mapping[str, Path], *, firmware: str = "bios",
+    seed: Path | None = None, incoming: bool = False,
 ) -> MachineBackend:
-    """This VM's (unstarted) machine for ``image``: what every start shares, plus
-    ``extra`` (the cold boot's firmware, seed and clock; the warm start's ``incoming``)."""
-    return vm.new_machine(
-        image,
-        vm.workdir,
-        memory_mib=vm.options.memory_mib,
-        cpus=vm.options.cpus,
-        accel=vm.options.accel,
-        network=vm.options.network,
-        fw_cfg=fw_cfg,
-        name=vm.name,
-        agent_link=vm.agent_link,
-        lan_ports=vm.options.lan_ports,
-        **extra,
-    )
+    """This VM's (unstarted) machine for ``image``: its spec from the options
+    (:func:`~pytest_adare.machine.spec.spec_from_options`), what every start shares, plus
+    ``start`` (the cold boot's firmware and seed; the warm start's ``incoming``)."""
+    spec = spec_from_options(
+        vm.options, name=vm.name, agent_link=vm.agent_link, fw_cfg=fw_cfg,
+        share_disks=vm._share_disks, firmware=firmware, seed=seed, incoming=incoming,
+    )  # fmt: skip
+    return vm.new_machine(image, vm.workdir, spec)
 
 
 async def start_machine(
-    vm: VMState, image: MachineImage, fw_cfg: Mapping[str, Path], **extra: Any
+    vm: VMState, image: MachineImage, fw_cfg: Mapping[str, Path], *, firmware: str = "bios",
+    seed: Path | None = None, incoming: bool = False,
 ) -> MachineBackend:
     """Make and start the machine; ``vm.machine`` is set before it starts, so a failed
     start is still shut down by ``close``."""
-    machine = vm._machine = make_machine(vm, image, fw_cfg, **extra)
+    machine = vm._machine = make_machine(
+        vm, image, fw_cfg, firmware=firmware, seed=seed, incoming=incoming
+    )
     # A machine's lifecycle calls are sync and run their own steps on the shared loop:
     # from the loop itself they must go to a worker thread.
     await asyncio.to_thread(machine.start)
@@ -48,9 +45,7 @@ async def cold_start(vm: VMState, image: MachineImage, fw_cfg: Mapping[str, Path
     """The ``qemu`` phase of a cold boot: firmware, seed and clock; the line names the
     accelerator, the firmware and the agent's serial link."""
     t = time.monotonic()
-    machine = await start_machine(
-        vm, image, fw_cfg, firmware=vm.firmware, seed=vm._seed, rtc_base=vm.options.rtc_base
-    )
+    machine = await start_machine(vm, image, fw_cfg, firmware=vm.firmware, seed=vm._seed)
     accel = machine.accel_reason or f"accel {machine.accel}"
     vm.record("qemu", t, f"{accel}; {vm.firmware_reason}; {link_line(vm)}")
 

@@ -20,10 +20,10 @@ from pytest_adare.errors import AdareError
 from pytest_adare.guest import Guest
 from pytest_adare.image.agent_bundle import AgentBundle
 from pytest_adare.image.manifest import ImageManifest
-from pytest_adare.libvirt_backend.machine import libvirt_machine_factory
 from pytest_adare.machine.base import MachineBackend, MachineFactory
+from pytest_adare.machine.registry import backend_for
 from pytest_adare.qemu.argv import agent_link_for
-from pytest_adare.qemu.machine import Machine
+from pytest_adare.qemu.port_forward import PortForwards
 from pytest_adare.qemu.qga import AsyncQGAClient
 from pytest_adare.vm_options import VMOptions
 
@@ -72,12 +72,15 @@ class VMState:
         *,
         name: str = "vm",
         config_overrides: Mapping[str, Any] | None = None,
-        machine_factory: MachineFactory = Machine,
+        machine_factory: MachineFactory | None = None,
         qga_factory: QGAFactory = AsyncQGAClient,
         connector: Connector | None = None,
     ) -> None:
-        """``machine_factory``, ``qga_factory``, ``connector``: see :mod:`pytest_adare.vm`;
-        the default connector is :func:`pytest_adare.vm_phases.connect.open_transport`."""
+        """``machine_factory``, ``qga_factory``, ``connector``: see :mod:`pytest_adare.vm`
+        (the default factory is the options' backend's); the default connector is
+        :func:`pytest_adare.vm_phases.connect.open_transport`.
+
+        :raise ValueError: an unknown backend, or an option it cannot honour."""
         self.manifest = manifest
         self.workdir = Path(workdir)
         self.options = options or VMOptions()
@@ -90,15 +93,17 @@ class VMState:
         # serves one (megabytes per second), else the UART ttyS1 (~250 KiB/s under TCG).
         self.agent_link = agent_link_for(self.layout.serial_device)
         self.handoff = self.options.install == "auto" and uses_boot_handoff(manifest)
-        if self.options.hypervisor is not None and machine_factory is Machine:
-            # The libvirt backend: the same phases, the guest a domain on that hypervisor.
-            machine_factory = libvirt_machine_factory(
-                self.options.hypervisor, self.layout.serial_device
-            )
+        self.backend = backend_for(self.options)
+        """The registered backend the options choose (:mod:`pytest_adare.machine.registry`);
+        what it can do decides warm start, forwarded ports and shares, never its name."""
+        if machine_factory is None:
+            machine_factory = self.backend.machine_factory(self.options, self.layout.serial_device)
         self.new_machine = machine_factory
         self.new_qga = qga_factory
         self.connector = connector
         self.phases: list[Phase] = []
+        self.forwards = PortForwards()
+        """The guest ports forwarded from the host (``ports`` and ``guest.forward``)."""
         self.last_restore: dict[str, float] = {}
         """Seconds each step of the last ``restore_ready`` took: ``disconnect``,
         ``loadvm``, ``reconnect`` (empty before the first)."""
@@ -109,6 +114,7 @@ class VMState:
         self._progress: Progress | None = None
         self._gui_choice: GuiChoice | None = None
         self._seed: Path | None = None
+        self._share_disks: tuple[Path, ...] = ()
 
     @property
     def transport(self) -> str:

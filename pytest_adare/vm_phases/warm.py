@@ -46,7 +46,7 @@ CALL_TIMEOUT = 30.0
 async def warm_plan(vm: VMState) -> WarmPlan:
     """Whether this VM may start warm, and from which state (said as one line)."""
     assert vm._bundle is not None
-    reason = cold_only_reason(vm.manifest, vm.options, vm.custom_config)
+    reason = cold_only_reason(vm.manifest, vm.options, vm.custom_config, vm.backend)
     if reason is not None:  # no key to compute, so no accelerator to choose either
         plan = WarmPlan(None, None, reason)
     else:
@@ -59,6 +59,7 @@ async def warm_plan(vm: VMState) -> WarmPlan:
             plan_for, vm.manifest, vm.options, accel=accel,
             bundle_hash=vm._bundle.bundle_hash, run_dir=str(vm.layout.run_dir),
             handoff=route if vm.handoff else "none", ready_command=vm.ready_command,
+            backend=vm.backend, agent_link=vm.agent_link,
         )  # fmt: skip
     vm.say(f"warm: {plan.reason}")
     return plan

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from adare_guest.server import AdareVMServer
 from pytest_adare.agent.transfer import BINARY_CHUNK
 from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.errors import AgentUnreachable, GuestCommandFailed, ToolError
+from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.guest import AsyncGuest, Guest
 from pytest_adare.loop_thread import shared_loop
 
@@ -112,6 +114,23 @@ async def test_watch_fs_reports_created_and_deleted(aguest: AsyncGuest, tmp_path
     assert watch.diff is not None
     assert watch.diff.created == {f"{root}/new.txt"}
     assert watch.diff.deleted == {f"{root}/old.txt"}
+
+
+@pytest.mark.asyncio
+async def test_an_exported_diff_says_when_the_guest_took_each_snapshot(
+    aguest: AsyncGuest, tmp_path: Path
+) -> None:
+    root = tmp_path / "tree"
+    root.mkdir()
+    started = (await aguest.now()).timestamp()
+    async with aguest.watch_fs(str(root)) as watch:
+        (root / "new.txt").write_text("new")
+    ended = (await aguest.now()).timestamp()
+    assert watch.diff is not None
+    document = json.loads(watch.diff.export(tmp_path / "diff.json").read_text())
+    before, after = (document["metadata"][k]["taken_at_guest"] for k in ("before", "after"))
+    assert started <= before <= after <= ended  # epoch seconds on the guest's clock
+    assert FsDiff.from_json(tmp_path / "diff.json").metadata["after"]["taken_at_guest"] == after
 
 
 @pytest.mark.asyncio

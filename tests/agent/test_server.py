@@ -204,6 +204,7 @@ async def test_get_status_answers_fast_while_a_long_command_and_a_big_snapshot_r
         )
     )
     snapshot_text = asyncio.ensure_future(raw.recv())
+    walk_started = time.monotonic()
     slow = await client.send_call("execute_shell", {"shell_command": "sleep 2.5"})
     latencies = []
     # Probe during the whole snapshot: the walk, the encoding of its result, the send.
@@ -215,7 +216,11 @@ async def test_get_status_answers_fast_while_a_long_command_and_a_big_snapshot_r
         if snapshot_text.done():
             break
         await asyncio.sleep(0.05)
-    assert max(latencies) < 0.5, sorted(latencies)[-5:]
+    walk = time.monotonic() - walk_started
+    # Relative, not a wall-clock limit: a loop held by the walk or its encoding would keep a
+    # status waiting for most of the walk, whatever else the machine is doing (a fixed
+    # 0.5 s failed on 2 loaded cores while the agent answered every probe in turn).
+    assert max(latencies) < walk / 3, (walk, sorted(latencies)[-5:])
     assert (await client.result(slow, 60))["result"]["returncode"] == 0
     text = await asyncio.wait_for(snapshot_text, 120)
     await raw.close()

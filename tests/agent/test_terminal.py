@@ -106,10 +106,32 @@ async def test_typed_command_is_echoed_and_run_and_exit_status_comes_back(
     assert await gone(terminal.info["pid"])
 
 
+def foreground_child(shell: int, name: str) -> bool:
+    """Whether a child ``name`` of ``shell`` runs as its terminal's foreground job."""
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # not a process, or gone meanwhile
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()  # state ppid pgrp session tty tpgid
+        if comm == name and int(fields[1]) == shell and fields[2] == fields[5]:
+            return True
+    return False
+
+
 async def test_ctrl_c_interrupts_the_program_and_the_shell_stays(connection: CallRouter) -> None:
     terminal = await RemoteTerminal.open(connection, SHELL)
     await terminal.write(b"sleep 30; echo sl$((1))ept\n")
-    await asyncio.sleep(0.5)
+    # ^C before the shell has made sleep the foreground job would reach the shell, not
+    # sleep (a fixed pause lost that race on a loaded host): wait until sleep runs.
+    shell = int(terminal.info["pid"])
+    for _ in range(int(WAIT / 0.05)):
+        if foreground_child(shell, "sleep"):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError(f"sleep 30 never ran in the foreground of shell {shell}")
     started = time.monotonic()
     await terminal.write(b"\x03")
     await terminal.write(b"echo still-$((1+1))\n")
@@ -242,37 +264,72 @@ class LocalReach:
         raise NotImplementedError
 
 
-async def test_adare_vm_shell_takes_user_after_the_name_and_the_commands_own_dashes(
+@pytest_asyncio.fixture
+async def local_vm(
     connection: CallRouter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``adare-vm shell NAME --user U -- CMD``: the option is adare-vm's, not the
-    command's (it once became the command: ``exec: --user: not found``), and what
-    follows ``--`` is the command's, its own ``--`` and options included."""
+) -> AsyncIterator[str]:
+    """This host's agent registered as ``adare-vm run`` registers a VM; its name."""
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     entry = registry.claim(
         "vm", registry.Entry(name="", image="local", owner="test", owner_pid=os.getpid())
     )
     server = OwnerServer(LocalReach(connection), entry.socket, lambda: None)
     await server.start()
-    me = pwd.getpwuid(os.geteuid()).pw_name
-
-    async def adare_vm_shell(*args: str) -> tuple[int | None, str]:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "pytest_adare.interactive.cli", "shell", *args,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        out, _ = await asyncio.wait_for(proc.communicate(), WAIT)
-        return proc.returncode, out.decode()
-
     try:
-        script = ["sh", "-c", 'echo "$(id -un) $*"', "sh", "--", "-x", "--user", "y"]
-        expected = (0, f"{me} -- -x --user y\n")
-        assert await adare_vm_shell(entry.name, "--user", me, "--", *script) == expected
-        assert await adare_vm_shell("--user", me, entry.name, "--", *script) == expected
-        assert await adare_vm_shell(entry.name, "--", "sh", "-c", "exit 7") == (7, "")
+        yield entry.name
     finally:
         await server.close()
         registry.remove(entry.name)
+
+
+async def adare_vm_shell(*args: str) -> tuple[int | None, str]:
+    """``adare-vm shell ARGS`` scripted (no tty): its status and output."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pytest_adare.interactive.cli", "shell", *args,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), WAIT)
+    return proc.returncode, out.decode()
+
+
+async def test_adare_vm_shell_takes_user_after_the_name_and_the_commands_own_dashes(
+    local_vm: str,
+) -> None:
+    """``adare-vm shell NAME --user U -- CMD``: the option is adare-vm's, not the
+    command's (it once became the command: ``exec: --user: not found``), and what
+    follows ``--`` is the command's, its own ``--`` and options included."""
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    script = ["sh", "-c", 'echo "$(id -un) $*"', "sh", "--", "-x", "--user", "y"]
+    expected = (0, f"{me} -- -x --user y\n")
+    assert await adare_vm_shell(local_vm, "--user", me, "--", *script) == expected
+    assert await adare_vm_shell("--user", me, local_vm, "--", *script) == expected
+    assert await adare_vm_shell(local_vm, "--", "sh", "-c", "exit 7") == (7, "")
+
+
+async def test_adare_vm_shell_runs_one_argument_as_a_shell_command_line(local_vm: str) -> None:
+    """``-- 'echo one; ...'`` is a command line for ``sh -c`` (it ran as one program's
+    name: exit 127); several arguments stay a program and its arguments."""
+    line = "echo one; echo two | tr a-z A-Z; exit 3"
+    assert await adare_vm_shell(local_vm, "--", line) == (3, "one\nTWO\n")
+    assert await adare_vm_shell(local_vm, "--", "echo", "a;", "b") == (0, "a; b\n")
+    assert await adare_vm_shell(local_vm, "--", "true") == (0, "")
+
+
+async def test_a_name_without_its_run_does_while_one_run_has_it(local_vm: str) -> None:
+    """``vm0`` finds ``vm0@RUN``; once a second run has a ``vm0`` it is refused with both."""
+    assert local_vm == f"vm0@{os.getpid()}"
+    assert await adare_vm_shell("vm0", "--", "echo", "in") == (0, "in\n")
+    other = registry.claim(
+        "vm", registry.Entry(name="", image="local", owner="run B", owner_pid=os.getpid(), run="B")
+    )
+    try:
+        assert other.name == "vm0@B"  # its own vm0, not vm1
+        status, said = await adare_vm_shell("vm0", "--", "true")
+        assert status == 2 and "2 runs have a VM named 'vm0'" in said, said
+        assert f"{local_vm} (test)" in said and "vm0@B (run B)" in said
+        assert await adare_vm_shell(local_vm, "--", "echo", "in") == (0, "in\n")
+    finally:
+        registry.remove(other.name)
 
 
 async def test_a_terminal_as_the_desktop_sessions_user_gets_the_sessions_environment(

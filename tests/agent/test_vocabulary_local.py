@@ -4,12 +4,8 @@ agent's screenshots, and the facade's waits over a real WebSocket."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import select
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -19,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.errors import CommandFailed, CommandSucceeded, GuestWaitTimeout
-from pytest_adare.guest import AsyncGuest, Guest
-from pytest_adare.loop_thread import shared_loop
+from pytest_adare.guest import Guest
 from pytest_adare.screen.text import TextNotFound, TextStillShown
+from tests.integration.private_display import private_display
+from tests.local_agent import free_port, local_agent_guest
 
 pytestmark = pytest.mark.gui
 
@@ -58,60 +54,19 @@ root.mainloop()
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def display() -> Iterator[str]:
     """A private Xvfb (it picks its display number), 1024x768."""
-    if shutil.which("Xvfb") is None:
-        pytest.skip("Xvfb is not installed (apt-get install xvfb)")
-    read_end, write_end = os.pipe()
-    proc = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_end), "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
-        pass_fds=(write_end,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    os.close(write_end)
-    try:
-        ready, _, _ = select.select([read_end], [], [], WAIT)
-        number = os.read(read_end, 32).decode().strip() if ready else ""
-        assert number, f"Xvfb did not report its display number within {WAIT} s"
-        yield f":{number}"
-    finally:
-        os.close(read_end)
-        proc.terminate()
-        proc.wait(10)
+    with private_display() as number:
+        yield number
 
 
 @pytest.fixture(scope="module")
 def desk(display: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guest]:
     """The real agent as its own process on ``display``, driven through the facade."""
     run_dir = tmp_path_factory.mktemp("run")
-    port = free_port()
-    config = run_dir / "config.json"
-    config.write_text(json.dumps({"host": "127.0.0.1", "port": port, "token": TOKEN}))
-    config.chmod(0o600)
-    env = {**os.environ, "DISPLAY": display}
-    agent = subprocess.Popen(
-        [sys.executable, "-m", "adare_guest", str(run_dir), "--log-file", str(run_dir / "a.log")],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    loop = shared_loop()
-    try:
-        client = loop.run(AgentClient.connect("127.0.0.1", port, TOKEN, attempts=40, backoff=0.1))
-        yield Guest(loop.run(make_guest(client)))
-        loop.run(client.close())
-    finally:
-        agent.terminate()
-        agent.wait(10)
-
-
-async def make_guest(client: AgentClient) -> AsyncGuest:
-    return AsyncGuest(client)
+    with local_agent_guest(run_dir, TOKEN, {"DISPLAY": display}) as guest:
+        yield guest
 
 
 class Window:

@@ -35,13 +35,16 @@ REPO = Path(__file__).resolve().parents[2]
 class PtyProcess:
     """A program with a pty as its terminal; its output collected as it is read."""
 
-    def __init__(self, argv: list[str], cwd: Path | None = None) -> None:
+    def __init__(
+        self, argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             if cwd is not None:
                 os.chdir(cwd)
-            os.execvp(argv[0], argv)
+            os.execvpe(argv[0], argv, os.environ if env is None else env)
         self.output = b""
+        self.returncode: int | None = None
 
     def expect(self, pattern: bytes, timeout: float = WAIT) -> re.Match[bytes]:
         deadline = time.monotonic() + timeout
@@ -71,9 +74,20 @@ class PtyProcess:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
                 os.close(self.fd)
-                return os.waitstatus_to_exitcode(status)
-        os.kill(self.pid, signal.SIGKILL)
+                self.returncode = os.waitstatus_to_exitcode(status)
+                return self.returncode
+        self.kill()
         raise AssertionError(f"still running after {timeout} s: {self.output[-2000:]!r}")
+
+    def kill(self) -> None:
+        """SIGKILL it if it still runs (a test that failed leaves nothing behind)."""
+        if self.returncode is not None:  # reaped: the pid may be someone else's now
+            return
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(self.pid, signal.SIGKILL)
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+            os.close(self.fd)
 
 
 def adare_vm(*args: str) -> subprocess.CompletedProcess[str]:
@@ -126,6 +140,4 @@ def check_terminal(name: str, user: str | None, expected_user: str) -> None:
         shell.type(b"exit\n")
         assert shell.wait() == 0, shell.output[-2000:]
     finally:
-        with contextlib.suppress(ProcessLookupError, ChildProcessError):
-            os.kill(shell.pid, signal.SIGKILL)
-            os.waitpid(shell.pid, 0)
+        shell.kill()

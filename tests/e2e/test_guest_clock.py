@@ -1,5 +1,5 @@
 """The guest's clock: booted at a scenario date, kept there across a snapshot restore,
-and set at run time (its own VM: the clock is a boot option)."""
+dating a snapshot, and set at run time (its own VM: the clock is a boot option)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,12 @@ def test_files_touched_in_the_scenario_carry_its_date_also_after_a_restore(
     clocked_vm.guest.shell("sleep 1").check()
     clocked_vm.restore_ready("clock-test")
     assert mtime_utc(clocked_vm, "/root/after-restore").date().isoformat() == "2024-03-01"
+
+
+def test_a_snapshot_is_dated_by_the_guests_clock(clocked_vm: VM) -> None:
+    taken = clocked_vm.guest.fs_snapshot("/root").taken_at_guest
+    assert taken is not None, "taken_at_guest is unknown"
+    assert datetime.fromtimestamp(taken, tz=timezone.utc).date().isoformat() == "2024-03-01"
 
 
 def test_set_time_moves_the_guest_clock(clocked_vm: VM) -> None:

@@ -17,6 +17,7 @@ from pytest_adare.file_hash import file_sha256
 from pytest_adare.image.cache import cached_builtin_image
 from pytest_adare.image.manifest import ImageManifest, load_manifest
 from pytest_adare.image_check import check_image
+from pytest_adare.machine.spec import MachineSpec
 from pytest_adare.qemu.machine import Machine
 from pytest_adare.qemu.qga import QGAClient
 
@@ -56,7 +57,7 @@ def test_console_image_boots_to_a_working_agent(tmp_path: Path) -> None:
 
 def test_guest_poweroff_ends_qemu(tmp_path: Path) -> None:
     manifest = _built("debian")
-    with Machine(manifest, tmp_path / "vm", accel="tcg") as vm:
+    with Machine(manifest, tmp_path / "vm", MachineSpec(accel="tcg")) as vm:
         vm.wait_for_console(r"adare-init: qemu-ga started", 120)
         with QGAClient(vm.qga_path) as qga:
             qga.sync(timeout=60)
@@ -76,7 +77,7 @@ def test_desktop_image_shows_a_focused_terminal_on_the_vm_display(tmp_path: Path
         str(manifest.path), accel="tcg", progress=print, workdir=tmp_path / "check", timeout=300
     )
     assert report.ok, report.failure
-    with Machine(manifest, tmp_path / "vm", accel="tcg") as vm:
+    with Machine(manifest, tmp_path / "vm", MachineSpec(accel="tcg")) as vm:
         vm.wait_for_console(r"adare-init: desktop started", 300)
         with QGAClient(vm.qga_path) as qga:
             qga.sync(timeout=120)

@@ -22,6 +22,7 @@ from image_under_test import image_under_test
 from pytest_adare.errors import VMDied, VMLaunchError
 from pytest_adare.file_hash import file_sha256
 from pytest_adare.image.manifest import ImageManifest
+from pytest_adare.machine.spec import MachineSpec
 from pytest_adare.qemu.machine import Machine
 from pytest_adare.qemu.qga import QGAClient
 
@@ -50,7 +51,7 @@ def booted(
 ) -> Iterator[tuple[Machine, QGAClient]]:
     """One booted VM for the module (boots are expensive under TCG), QGA answering."""
     started = time.monotonic()
-    machine = Machine(image, tmp_path_factory.mktemp("vm"), name="e2e")
+    machine = Machine(image, tmp_path_factory.mktemp("vm"), MachineSpec(name="e2e"))
     machine.start()
     _report(f"QEMU start -> QMP connected ({machine.accel_reason})", time.monotonic() - started)
     qga = QGAClient(machine.qga_path)
@@ -193,7 +194,7 @@ def test_guest_poweroff_ends_a_wait_at_once_with_vmdied(
 
 
 def test_guest_kernel_panic_ends_a_wait_with_vmdied(image: ImageManifest, tmp_path: Path) -> None:
-    with Machine(image, tmp_path / "vm", name="panic") as machine:
+    with Machine(image, tmp_path / "vm", MachineSpec(name="panic")) as machine:
         with QGAClient(machine.qga_path) as qga:
             qga.sync(timeout=QGA_BOOT_TIMEOUT)
             qga.spawn(["sh", "-c", "sleep 0.5; echo c > /proc/sysrq-trigger"])
@@ -202,7 +203,8 @@ def test_guest_kernel_panic_ends_a_wait_with_vmdied(image: ImageManifest, tmp_pa
 
 
 def test_qmp_quit_ends_a_wait_with_vmdied(image: ImageManifest, tmp_path: Path) -> None:
-    with Machine(image, tmp_path / "vm", name="quit", network=False, display=False) as machine:
+    spec = MachineSpec(name="quit", network=False)
+    with Machine(image, tmp_path / "vm", spec, display=False) as machine:
         assert machine.agent_port is None and "-nic" in machine.argv
 
         def quit_from_elsewhere() -> None:
@@ -220,7 +222,8 @@ def test_bad_qemu_arguments_raise_vmlauncherror_with_the_output(
     image: ImageManifest, tmp_path: Path
 ) -> None:
     machine = Machine(
-        image, tmp_path / "vm", accel="tcg", extra_args=("-device", "no-such-device-xyz")
+        image, tmp_path / "vm", MachineSpec(accel="tcg"),
+        extra_args=("-device", "no-such-device-xyz"),
     )
     with pytest.raises(VMLaunchError) as caught:
         machine.start()
@@ -245,7 +248,8 @@ def test_kvm_without_kernel_progress_in_time_falls_back_to_tcg_and_says_why(
         pytest.skip("no /dev/kvm here")
     # No kernel prints within 0 s of QEMU's start, so this KVM counts as stalled whatever
     # this host's KVM would do: the fallback is taken every time, not only on a bad host.
-    with Machine(image, tmp_path / "vm", accel="kvm", kvm_progress_seconds=0) as machine:
+    stalls = Machine(image, tmp_path / "vm", MachineSpec(accel="kvm"), kvm_progress_seconds=0)
+    with stalls as machine:
         assert machine.accel == "tcg"
         assert machine.accel_reason is not None
         assert "no kernel progress on the console within 0 s" in machine.accel_reason

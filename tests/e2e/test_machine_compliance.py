@@ -17,7 +17,11 @@ from image_under_test import image_under_test
 
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.machine.base import Capability
+from pytest_adare.machine.spec import MachineSpec
+from pytest_adare.qemu.accel import AccelChoice
+from pytest_adare.qemu.argv import build_qemu_argv
 from pytest_adare.qemu.machine import Machine
+from pytest_adare.qemu.port_forward import PortForwards
 from pytest_adare.qemu.qga import QGAClient
 
 pytestmark = pytest.mark.e2e
@@ -25,13 +29,15 @@ pytestmark = pytest.mark.e2e
 ORDER = [
     Capability.SCREENDUMP, Capability.INPUT, Capability.SNAPSHOT, Capability.MEMORY_DUMP,
     Capability.NETWORK_CAPTURE, Capability.DISK_EXPORT, Capability.LINK,
-    Capability.MIGRATION, Capability.KEEP, Capability.RESET,
+    Capability.MIGRATION, Capability.KEEP, Capability.PORT_FORWARD, Capability.SHARE,
+    Capability.RESET,
 ]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Machine]:
-    booted = Machine(image_under_test(), tmp_path_factory.mktemp("vm"), name="compliance")
+    workdir = tmp_path_factory.mktemp("vm")
+    booted = Machine(image_under_test(), workdir, MachineSpec(name="compliance"))
     booted.start()
     qga = QGAClient(booted.qga_path)
     qga.sync(timeout=180)
@@ -53,6 +59,14 @@ async def _capture(machine: Machine, path: Path) -> int:
         await machine.aset_link(True)  # some traffic is not needed: the header is written
     assert not capture.active
     return (await asyncio.to_thread(path.stat)).st_size
+
+
+async def _forward(machine: Machine) -> int:
+    forwards = PortForwards()
+    await forwards.bind(machine)
+    forward = await forwards.add(8080)
+    await forwards.remove(8080)
+    return forward.host_port
 
 
 @pytest.mark.parametrize("capability", ORDER, ids=lambda c: c.name.lower())
@@ -90,6 +104,16 @@ def test_each_claimed_capability_works(
     elif capability is Capability.KEEP:
         hint = machine.keep_hint(tmp_path, "ready")
         assert f"{tmp_path}/qmp.sock,server=on" in hint and "-loadvm ready" in hint
+    elif capability is Capability.PORT_FORWARD:
+        assert 0 < int(run(_forward(machine))) < 65536  # type: ignore[call-overload]
+    elif capability is Capability.SHARE:
+        # A share disk is attached at boot (tests/e2e/test_share.py boots one and reads it):
+        # here, that the machine's command line carries it read-only after the system disk.
+        share = tmp_path / "share0.raw"
+        spec = MachineSpec(name="share", share_disks=(share,))
+        sharing = Machine(image_under_test(), tmp_path / "vm", spec)
+        argv = build_qemu_argv(sharing.config(AccelChoice("tcg", None, "tcg")))
+        assert f"file={share},format=raw,if=none,id=share0,readonly=on" in argv
     elif capability is Capability.RESET:
         started = time.monotonic()
         machine.reset(timeout=120)

@@ -75,9 +75,10 @@ import sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from image_under_test import image_under_test
+from pytest_adare.machine.spec import MachineSpec
 from pytest_adare.qemu.machine import Machine
 
-machine = Machine(image_under_test(), Path(tempfile.mkdtemp()), accel="tcg").start()
+machine = Machine(image_under_test(), Path(tempfile.mkdtemp()), MachineSpec(accel="tcg")).start()
 print(machine.pid, flush=True)
 time.sleep(600)
 """

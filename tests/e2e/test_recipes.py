@@ -10,6 +10,7 @@ mmdebstrap in a private cache that fails (the unknown package once apt resolves,
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -81,19 +82,29 @@ def test_a_recipe_on_the_built_in_desktop_installs_a_real_file_manager() -> None
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "message", "built"),
     [
         (["--install", "no-such-package-23"],
-         "unknown package 'no-such-package-23': Debian bookworm"),
+         "unknown package 'no-such-package-23': Debian bookworm", True),
+        # Refused when the suite is asked for, before a build starts.
         (["--install", "hello", "--mirror", "http://127.0.0.1:9/debian"],
-         "no network: the build cannot reach the package mirror http://127.0.0.1:9/debian"),
+         "no network: the build cannot reach the package mirror http://127.0.0.1:9/debian",
+         False),
     ],
     ids=["unknown-package", "no-network"],
 )  # fmt: skip
 def test_bad_input_on_a_built_in_base_is_named_and_leaves_the_cache(
-    tmp_path: Path, argv: list[str], message: str
+    tmp_path: Path, argv: list[str], message: str, built: bool
 ) -> None:
     failed = adare_image("debian", "--name", "bad", *argv, cache=tmp_path)
     assert failed.returncode == 1, failed.stdout
     assert message in failed.stderr
     assert image_dirs(tmp_path) == []
+    if not built:
+        return
+    # The log it names is still there (it was in the partial image, removed with it).
+    named = re.search(r"last lines of (\S+\.log)", failed.stderr)
+    assert named is not None, failed.stderr
+    log = Path(named.group(1))
+    assert log.is_relative_to(tmp_path / "pytest-adare/build-logs"), log
+    assert "mmdebstrap" in log.read_text()

@@ -14,7 +14,6 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -22,7 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from image_files import debugfs_stat
 from unprivileged import OrdinaryUser, ordinary_user
+
+from pytest_adare.image.build_claim import WORK_PREFIX
 
 pytestmark = [
     pytest.mark.e2e,
@@ -35,14 +37,14 @@ pytestmark = [
 USER = "adare-rootless"
 BUILD_TIMEOUT = 1800.0
 
-NEWCOMER_TESTS = '''
+NEWCOMER_TESTS = """
 def test_the_guest_runs_linux(guest):
     assert guest.shell("uname -s").check().stdout.strip() == "Linux"
 
 
 def test_a_file_nobody_wrote_is_missing(guest):
     assert guest.shell("cat /tmp/never-written").returncode == 0
-'''
+"""
 
 RECIPE = """\
 base = "debian"
@@ -63,23 +65,6 @@ class RootlessBuild:
     cache: Path
     manifest: Path
     seconds: float
-
-
-def _debugfs_stat(disk: Path, path: str, scratch: Path) -> dict[str, int]:
-    """uid, gid and mode of ``path`` inside the qcow2 ``disk``'s ext4, read with debugfs."""
-    raw = scratch / "stat.raw"
-    if not raw.exists():
-        subprocess.run(["qemu-img", "convert", "-O", "raw", str(disk), str(raw)], check=True)
-    out = subprocess.run(
-        ["debugfs", "-R", f"stat {path}", str(raw)], capture_output=True, text=True, check=True
-    ).stdout
-    fields = out.split()
-    assert "User:" in fields, f"debugfs found no {path}: {out[:300]}"
-    return {
-        "uid": int(fields[fields.index("User:") + 1]),
-        "gid": int(fields[fields.index("Group:") + 1]),
-        "mode": int(fields[fields.index("Mode:") + 1], 8),
-    }
 
 
 @pytest.fixture(scope="module")
@@ -111,12 +96,12 @@ def test_an_ordinary_user_builds_the_console_image_with_roots_files(
     assert manifest.is_relative_to(rootless_build.cache / "pytest-adare/images")
     disk = manifest.parent / "disk.qcow2"
     assert disk.stat().st_uid == rootless_build.user.uid  # the user's cache, the user's files
-    assert _debugfs_stat(disk, "/etc/shadow", tmp_path) == {"uid": 0, "gid": 42, "mode": 0o640}
-    assert _debugfs_stat(disk, "/usr/bin/su", tmp_path) == {"uid": 0, "gid": 0, "mode": 0o4755}
-    layout = _debugfs_stat(disk, "/adare/init/sysinit.sh", tmp_path)
+    assert debugfs_stat(disk, "/etc/shadow", tmp_path) == {"uid": 0, "gid": 42, "mode": 0o640}
+    assert debugfs_stat(disk, "/usr/bin/su", tmp_path) == {"uid": 0, "gid": 0, "mode": 0o4755}
+    layout = debugfs_stat(disk, "/adare/init/sysinit.sh", tmp_path)
     assert layout == {"uid": 0, "gid": 0, "mode": 0o755}
     # Nothing of the build is left where the user could not delete it.
-    leftovers = list(Path(tempfile.gettempdir()).glob("adare-image-build-*"))
+    leftovers = list(Path(tempfile.gettempdir()).glob(f"{WORK_PREFIX}*"))
     assert not [p for p in leftovers if p.stat().st_uid == rootless_build.user.uid]
 
 
@@ -192,9 +177,9 @@ def test_a_recipe_builds_on_the_built_in_base_as_that_user(
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     disk = Path(done.stdout.strip().splitlines()[-1]).parent / "disk.qcow2"
-    assert _debugfs_stat(disk, "/etc/motd", tmp_path) == {"uid": 0, "gid": 0, "mode": 0o640}
-    assert _debugfs_stat(disk, "/etc/adare-rootless", tmp_path)["uid"] == 0
-    assert _debugfs_stat(disk, "/usr/bin/jq", tmp_path)["uid"] == 0
+    assert debugfs_stat(disk, "/etc/motd", tmp_path) == {"uid": 0, "gid": 0, "mode": 0o640}
+    assert debugfs_stat(disk, "/etc/adare-rootless", tmp_path)["uid"] == 0
+    assert debugfs_stat(disk, "/usr/bin/jq", tmp_path)["uid"] == 0
 
 
 def test_a_shared_cache_the_user_may_only_read_is_used_and_never_built_into(
@@ -223,4 +208,3 @@ def test_a_shared_cache_the_user_may_only_read_is_used_and_never_built_into(
     assert f"not in the shared image cache {shared}" in missing.stderr, missing.stderr
     assert f"{USER} may only read it" in missing.stderr
     assert sorted(p.name for p in shared.iterdir()) == [image.name]  # no lock, no partial
-

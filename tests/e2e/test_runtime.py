@@ -34,6 +34,7 @@ from pytest_adare.guest import AsyncGuest, Guest
 from pytest_adare.image.agent_bundle import build_agent_bundle
 from pytest_adare.image.manifest import AgentSpec, ImageManifest
 from pytest_adare.loop_thread import shared_loop
+from pytest_adare.machine.spec import MachineSpec
 from pytest_adare.qemu.argv import agent_link_for
 from pytest_adare.qemu.machine import Machine
 from pytest_adare.qemu.qga import AsyncQGAClient
@@ -196,7 +197,7 @@ def test_install_pushes_the_bundle_when_the_baked_agent_is_removed(
     token = new_token()
     config = agent_config(layout, token)
     link = agent_link_for(layout.serial_device)
-    with Machine(user_image, tmp_path, name="push", agent_link=link) as machine:
+    with Machine(user_image, tmp_path, MachineSpec(name="push", agent_link=link)) as machine:
         qga = AsyncQGAClient(machine.qga_path)
 
         async def scenario() -> tuple[str, str, str]:

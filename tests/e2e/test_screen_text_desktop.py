@@ -26,7 +26,7 @@ from pytest_adare import launch
 from pytest_adare.errors import AdareError
 from pytest_adare.guest import Guest
 from pytest_adare.screen.match import TemplateMatcher
-from pytest_adare.screen.text import TextNotFound
+from pytest_adare.screen.text import TextNotFound, find_text
 from pytest_adare.vm import VM
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -115,6 +115,30 @@ def test_text_typed_into_the_terminal_is_read_inside_the_terminal_window(desktop
     assert x <= match.x and match.x + match.width <= x + width
     assert y <= match.y and match.y + match.height <= y + height
     assert match.line == marker.upper()  # the output line, which only the shell wrote
+
+
+def test_a_reverse_video_line_in_the_terminal_reads(desktop: Guest) -> None:
+    # xterm draws a selected line in reverse video: white on black inside the black on
+    # white terminal, a 13 px band thinner than the 40 px polarity median. OCR read
+    # neither it nor the line around it (issue 34 item 20). The program draws it here
+    # (SGR 7, what a selection looks like) so no double click has to land in xterm's
+    # 250 ms multi-click time on a slow guest.
+    digits = "".join(random.choices("23456", k=4))
+    lines = [f"ALPHA {digits}", f"BRAVO {digits}", f"CHARLIE {digits}"]
+    # Typed in lower case (the command line is no match), upper-cased before printf: tr
+    # after it would turn SGR 7's final 'm' into 'M' (delete lines).
+    words = " ".join(line.lower() for line in lines)
+    desktop.keyboard.type(
+        f"clear; printf '%s %s\\n\\033[7m%s %s\\033[0m\\n%s %s\\n' "
+        f"$(echo {words} | tr a-z A-Z)"
+    )
+    desktop.keyboard.press("enter")
+    found = desktop.wait_for_text(lines[1], timeout=WAIT)
+    assert found.text == lines[1]
+    screen = desktop.screenshot()
+    box = (found.x, found.y, found.x + found.width, found.y + found.height)
+    assert np.asarray(screen.convert("L").crop(box)).mean() < 128  # light on dark, drawn
+    assert [match.text for match in find_text(lines[2], screen)] == [lines[2]]
 
 
 def test_click_text_ok_closes_the_dialog_with_ok(desktop: Guest) -> None:

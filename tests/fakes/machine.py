@@ -36,6 +36,7 @@ from pytest_adare.machine.results import (
     NetworkCapture,
     new_file_target,
 )
+from pytest_adare.machine.spec import MachineSpec
 
 T = TypeVar("T")
 CONSOLE = ["[    1.2] adare-init: agent started", "Debian GNU/Linux 12 adare ttyS0"]
@@ -49,7 +50,7 @@ def png(color: str, size: tuple[int, int] = (64, 48)) -> bytes:
 
 
 class FakeMachine:
-    """See the module docstring; ``kw`` holds the factory's keyword arguments."""
+    """See the module docstring; ``spec`` is what the factory was given."""
 
     backend = "fake"
     capabilities: frozenset[Capability] = frozenset(Capability)
@@ -61,15 +62,15 @@ class FakeMachine:
         log: list[str] | None = None,
         number: int = 1,
         *,
+        spec: MachineSpec | None = None,
         fail_state: bool = False,
-        **kw: Any,
     ) -> None:
         self.image = image
         self.workdir = workdir
-        self.kw = kw
+        self.spec = spec or MachineSpec(name="fake")
         self.log = log if log is not None else []
         self.id = f"machine{number}"
-        self.name = str(kw.get("name", "fake"))
+        self.name = self.spec.name
         self.alive = False
         self.died: str | None = None
         self.fail_state = fail_state

@@ -60,6 +60,16 @@ def test_each_vm_test_runs_once_per_image_with_its_short_name_in_the_id(
     selected.stdout.fnmatch_lines(["test_ids.py::test_name[debian-desktop]", "*3/7 tests*"])
 
 
+def test_the_session_header_names_every_image_of_the_matrix(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_ids=RECORDING)
+    run(pytester, *TWO, "--collect-only").stdout.fnmatch_lines(
+        ["adare: images debian, debian-desktop, accel auto (*), isolation snapshot, *"]
+    )
+    run(pytester, "--adare-vm=debian", "--collect-only").stdout.fnmatch_lines(
+        ["adare: image debian, accel auto (*), isolation snapshot, *"]
+    )
+
+
 def test_suite_named_built_ins_run_under_their_suites_names(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_ids=RECORDING)
     suites = ("--adare-vm=debian:bullseye", "--adare-vm=debian-desktop:bookworm")
@@ -259,7 +269,7 @@ def test_a_baseline_lists_what_changed(
         {"test": "test_rec.py::test_param[2]", "image": "debian", "row": "verdict",
          "before": "passed", "after": "failed"}
     ]  # fmt: skip
-    assert "passed -> failed" in (after / "adare-matrix.md").read_text()
+    assert "\\[debian\\] verdict: passed → failed" in (after / "adare-matrix.md").read_text()
 
 
 def test_a_recorded_value_must_be_bounded_json(pytester: pytest.Pytester) -> None:
@@ -274,6 +284,11 @@ def test_a_recorded_value_must_be_bounded_json(pytester: pytest.Pytester) -> Non
                 adare_record("x", "a" * 5000)
             with pytest.raises(ValueError, match="a name is non-empty text"):
                 adare_record("", 1)
+            deep = []
+            for _ in range(900):  # 1.8 KB of JSON, too deep for the matrix's writers
+                deep = [deep]
+            with pytest.raises(ValueError, match="nests deeper than 32 lists or objects"):
+                adare_record("x", deep)
             value = [1]
             adare_record("x", value)
             value.append(2)

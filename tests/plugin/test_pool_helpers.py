@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
+from pytest_adare.machine.spec import MachineSpec
 from pytest_adare.plugin.fixtures import sanitise_nodeid
 from pytest_adare.plugin.options import VMRequest
 from pytest_adare.plugin.pool import PooledVM, keep_hint
@@ -24,7 +25,7 @@ def test_nodeids_become_safe_directory_names() -> None:
 def kept_vm(tmp_path: Path, ready_saved: bool, incoming: bool = False) -> PooledVM:
     run_sockets = Path("/tmp/adare-run-xyz")
     config = MachineConfig(
-        incoming=incoming,
+        spec=MachineSpec(incoming=incoming),
         qmp_path=run_sockets / "qmp.sock",
         agent_serial_path=run_sockets / "agent-serial.sock",
         qga_path=run_sockets / "qga.sock",

@@ -1,10 +1,12 @@
 """``adare_checks`` from the outside: every check reported as one table, the test failed
-at its end when one failed (host-side checks; guest functions run in the examples)."""
+at its end when one failed (host-side checks; guest functions run in the examples), and
+on a VM the failure gets the same evidence as a failed ``assert``."""
 
 from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +59,33 @@ def test_failed_checks_fail_the_test_with_the_whole_table(pytester: pytest.Pytes
         ("file gone", True, "PASSED"),
         ("deletion date within 5 s", False, "FAILED"),
     ]
+
+
+SOFT_FAILURE_ON_A_VM = """
+def test_a_check_fails_on_the_guest(guest, adare_checks):
+    release = guest.shell("cat /etc/os-release").check().stdout
+    adare_checks.check("NAME=" in release, "os-release has a NAME")
+    adare_checks.check("ID=windows" in release, "the guest is Windows", detail="it is not")
+"""
+
+
+@pytest.mark.e2e
+def test_a_soft_check_failure_gets_the_whole_failure_evidence(
+    pytester: pytest.Pytester, test_image: str, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_soft_vm=SOFT_FAILURE_ON_A_VM)
+    artifacts = tmp_path / "artifacts"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", f"--adare-vm={test_image}", f"--adare-artifacts={artifacts}",
+        timeout=600,
+    )  # fmt: skip
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*soft checks failed: 1 of 2 checks failed*"])
+    result.stdout.fnmatch_lines(["*- adare console tail -*"])
+    result.stdout.fnmatch_lines(["*adare screenshot*", "*screendump: *screenshot.png*"])
+    result.stdout.fnmatch_lines(["*adare recording*", "*recording.webp: *"])
+    result.stdout.fnmatch_lines(["*adare artifacts*"])
+    evidence = artifacts / "test_soft_vm.py_test_a_check_fails_on_the_guest"
+    assert {p.name for p in evidence.iterdir()} >= {
+        "console.log", "agent.log", "screenshot.png", "recording.webp",
+    }  # fmt: skip

@@ -69,10 +69,21 @@ def test_the_seed_is_a_cidata_volume_holding_the_agent_and_its_private_config(
     assert written["/adare/agent/bundle.pyz"]["encoding"] == "b64"
     unit = written["/etc/systemd/system/adare-agent.service"]["content"]
     assert "ExecStart=/usr/bin/env python3 /adare/agent/bundle.pyz /adare/run" in unit
-    assert ["systemctl", "start", "--no-block", "adare-agent.service"] in document["runcmd"]
-    # The firewall step (adare_guest.firewall) runs before the agent starts.
+    assert "DefaultDependencies=no" in unit  # not held until cloud-init's stage ends
+    # Started from cloud-init's first stage, by a unit that waits for the last file
+    # written, opens the firewall (adare_guest.firewall) and then starts the agent.
+    assert "runcmd" not in document
+    assert list(written)[-1] == "/adare/agent/seed-written"
+    [command] = document["bootcmd"]
+    assert command[:4] == ["systemd-run", "--no-block", "--unit=adare-agent-start",
+                           "--property=DefaultDependencies=no"]  # fmt: skip
+    script = command[-1]
     assert written["/adare/agent/firewall.py"]["content"] == FIREWALL_SCRIPT
-    assert document["runcmd"][0] == ["python3", "/adare/agent/firewall.py", "18765"]
+    assert (
+        script.index("/adare/agent/seed-written")
+        < script.index("python3 /adare/agent/firewall.py 18765")
+        < script.index("systemctl start --no-block adare-agent.service")
+    )
 
 
 def test_user_data_carries_the_bundle_byte_for_byte() -> None:

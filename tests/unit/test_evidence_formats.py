@@ -21,6 +21,7 @@ from pytest_adare.forensics.evidence_bundle import (
     verify_bundle,
     write_bundle,
 )
+from pytest_adare.machine.spec import MachineSpec
 from pytest_adare.qemu.argv import MachineConfig, build_qemu_argv
 from pytest_adare.vm_options import VMOptions, rtc_base
 
@@ -53,7 +54,8 @@ def case_validate(path: Path) -> subprocess.CompletedProcess[str]:
 def test_clock_becomes_a_utc_rtc_base_on_the_virtual_clock(clock: str, base: str) -> None:
     assert rtc_base(clock) == base
     options = VMOptions(clock=clock)
-    config = MachineConfig(Path("/q"), Path("/a"), kernel=Path("/k"), rtc_base=options.rtc_base)
+    spec = MachineSpec(rtc_base=options.rtc_base)
+    config = MachineConfig(Path("/q"), Path("/a"), spec, kernel=Path("/k"))
     argv = build_qemu_argv(config)
     assert argv[argv.index("-rtc") + 1] == f"base={base},clock=vm"
 
@@ -68,9 +70,9 @@ def test_a_bad_clock_is_refused_before_anything_starts(bad: str) -> None:
         VMOptions(clock=bad)
 
 
-def test_machine_config_refuses_an_rtc_base_qemu_would_misread() -> None:
+def test_the_machine_spec_refuses_an_rtc_base_qemu_would_misread() -> None:
     with pytest.raises(ValueError, match="rtc_base"):
-        MachineConfig(Path("/q"), Path("/a"), kernel=Path("/k"), rtc_base="2024-03-01,clock=host")
+        MachineSpec(rtc_base="2024-03-01,clock=host")
 
 
 def write_sample_bundle(dest: Path) -> dict[str, object]:

@@ -53,6 +53,13 @@ def test_a_saved_snapshot_header_with_an_impossible_time_is_a_format_error(
     path.write_text(json.dumps(header) + "\n")
     with pytest.raises(SnapshotFormatError, match=r"taken_at_host"):
         FsSnapshot.load(path)
+    for field in ("taken_at_guest", "collection_time"):
+        header = {**json.loads(FsSnapshot("/", {}).save(path).read_text()), field: "soon"}
+        path.write_text(json.dumps(header) + "\n")
+        with pytest.raises(SnapshotFormatError, match=field):
+            FsSnapshot.load(path)
+    header = json.loads(FsSnapshot("/", {}, taken_at_guest=1.5).save(path).read_text())
+    assert FsSnapshot.load(path).taken_at_guest == 1.5
 
 
 def _entry(target: str | None = None, uid: int = 0) -> Entry:

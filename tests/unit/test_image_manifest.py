@@ -13,6 +13,7 @@ import pytest
 
 from pytest_adare.cache_dir import exclusive_lock
 from pytest_adare.errors import ImageError
+from pytest_adare.file_hash import file_sha256
 from pytest_adare.image.cache import cached_image, image_dir, images_root
 from pytest_adare.image.manifest import (
     AgentSpec,
@@ -226,7 +227,9 @@ def test_cached_image_is_reused_without_building(
     target = image_dir(debian_recipe())
     target.mkdir(parents=True)
     (target / "disk.qcow2").write_bytes(b"x")
-    path = _write(target, {"disk": "disk.qcow2", "format": "qcow2"})
+    recorded = {"disk_sha256": file_sha256(target / "disk.qcow2"),
+                "recipe_hash": debian_recipe().recipe_hash()}  # fmt: skip
+    path = _write(target, {"disk": "disk.qcow2", "format": "qcow2", **recorded})
     assert cached_image(debian_recipe()) == path
 
 

@@ -91,6 +91,7 @@ def test_the_hub_forwards_to_the_others_and_taps_every_frame_once(private_dir: P
     try:
         for name in ("a", "b", "c"):
             qemu_path, hub_path = forwarder.add_port(name)
+            forwarder.admit(name)
             end = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             end.bind(qemu_path)
             end.settimeout(2)
@@ -134,10 +135,52 @@ def test_frames_from_anyone_but_the_members_qemu_are_dropped(private_dir: Path) 
         stranger.close()
 
 
+def test_a_member_is_off_the_segment_until_admitted(private_dir: Path) -> None:
+    # What a guest sends before the LAN has configured it (its boot's IPv6, a warm
+    # start's announcements of the saved MAC) never reaches the others or a capture.
+    forwarder = Forwarder(private_dir).start()
+    ends = {}
+    for name in ("a", "b"):
+        qemu_path, hub_path = forwarder.add_port(name)
+        end = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        end.bind(qemu_path)
+        end.settimeout(0.3)
+        ends[name] = (end, hub_path)
+    writer = PcapWriter(private_dir / "seg.pcap")
+    forwarder.add_tap(writer)
+    try:
+        forwarder.admit("a")
+        ends["b"][0].sendto(frame(2, 0xFF, b"boot"), ends["b"][1])  # b is not admitted
+        ends["a"][0].sendto(frame(1, 0xFF, b"to-all"), ends["a"][1])
+        with pytest.raises(TimeoutError):
+            ends["a"][0].recv(2048)  # b's boot frame was dropped
+        with pytest.raises(TimeoutError):
+            ends["b"][0].recv(2048)  # and b gets nothing before it is admitted
+        forwarder.admit("b")
+        ends["b"][0].sendto(frame(2, 1, b"joined"), ends["b"][1])
+        ends["b"][0].settimeout(2)
+        ends["a"][0].settimeout(2)
+        assert ends["a"][0].recv(2048) == frame(2, 1, b"joined")
+        ends["a"][0].sendto(frame(1, 2, b"reply"), ends["a"][1])
+        assert ends["b"][0].recv(2048) == frame(1, 2, b"reply")
+    finally:
+        forwarder.close()
+        for end, _ in ends.values():
+            end.close()
+    forwarder.remove_tap(writer)
+    writer.close()
+    with (private_dir / "seg.pcap").open("rb") as file:
+        assert [bytes(buf) for _, buf in dpkt.pcap.Reader(file)] == [
+            frame(1, 0xFF, b"to-all"), frame(2, 1, b"joined"), frame(1, 2, b"reply"),
+        ]  # fmt: skip
+
+
 def test_a_member_that_does_not_read_costs_a_bounded_queue(private_dir: Path) -> None:
     forwarder = Forwarder(private_dir, queue_frames=4).start()
     qemu_a, hub_a = forwarder.add_port("a")
     qemu_b, _ = forwarder.add_port("b")
+    forwarder.admit("a")
+    forwarder.admit("b")
     a, b = (socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) for _ in range(2))
     a.bind(qemu_a)
     b.bind(qemu_b)  # never read
@@ -205,6 +248,21 @@ def test_bad_input_is_refused_before_any_vm_starts(private_dir: Path) -> None:
         lan.address("server")
 
 
+def test_a_member_is_named_by_its_hostname_or_its_vm_and_anything_else_is_refused(
+    private_dir: Path,
+) -> None:
+    lan = new_lan(private_dir, Starts())
+    try:
+        with pytest.raises(LanError, match=r"lan0 has no member object '' \(members: none\)"):
+            lan.block(object())  # type: ignore[arg-type]
+        with pytest.raises(LanError, match="no member 'server'"):
+            lan.unblock("server")
+        with pytest.raises(LanError, match=r"no member 'xxxx.{76}' "):
+            lan.mac("x" * 10_000)
+    finally:
+        lan.close()
+
+
 class Network:
     """A hypervisor's network as the LAN sees it: a name, and closed once."""
 
@@ -234,7 +292,3 @@ def test_a_libvirt_lan_names_its_network_has_no_segment_capture_and_closes_it(
     assert network.closed == 1
 
 
-def test_a_libvirt_lan_without_its_network_is_refused(private_dir: Path) -> None:
-    with pytest.raises(LanError, match="needs its network"):
-        Lan("lan0", "10.77.0.0/24", internet=False, directory=private_dir, index=0,
-            starter=Starts(), closer=lambda vms: None, backend="libvirt")  # fmt: skip

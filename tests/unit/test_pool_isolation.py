@@ -354,3 +354,20 @@ def test_release_closes_one_vm_and_the_next_get_boots_another(
     assert not pooled.workdir.exists()
     assert pool.get(request) is not pooled
     assert len(factory.made) == 2
+
+
+def test_a_lan_member_runs_under_its_hostname_unique_among_the_running_vms(
+    pool: VMPool, factory: Factory, progress: list[str], image: str
+) -> None:
+    request = _request(image, "snapshot")
+    server = pool.start_extra(request, "server")
+    client = pool.start_extra(request, "client")
+    other_lan = pool.start_extra(request, "server")  # a second LAN's server, same test
+    factory_vm = pool.start_extra(request)
+    assert [p.vm.name for p in (server, client, other_lan, factory_vm)] == [
+        "server", "client", "server-2", "extra0",
+    ]  # fmt: skip
+    assert progress[0].startswith("starting server: ") and "server ready in" in progress[1]
+    pool.release(server, keep=False)
+    assert pool.start_extra(request, "server").vm.name == "server"
+    assert pool.start_extra(request).vm.name == "extra1"  # extra0 still runs

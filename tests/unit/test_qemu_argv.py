@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,11 @@ BASE = MachineConfig(
     initrd=Path("/images/initrd.img"),
     append="console=ttyS0 panic=-1",
 )
+
+
+def respec(config: MachineConfig, **fields: Any) -> MachineConfig:
+    """``config`` with these fields of its machine spec changed."""
+    return replace(config, spec=replace(config.spec, **fields))
 
 
 def values(argv: list[str], option: str) -> list[str]:
@@ -45,6 +51,15 @@ def test_disk_is_the_overlay_on_virtio_blk() -> None:
     (drive,) = values(argv, "-drive")
     assert drive.startswith("file=/work/vm/disk-overlay.qcow2,format=qcow2,if=none,id=disk0")
     assert "virtio-blk-pci,drive=disk0" in values(argv, "-device")
+
+
+def test_share_disks_are_read_only_and_come_after_the_system_disk() -> None:
+    # The guest names virtio disks in PCI slot order: the system disk must stay /dev/vda.
+    argv = build_qemu_argv(respec(BASE, share_disks=(Path("/work/vm/share0.raw"),)))
+    drives, devices = values(argv, "-drive"), values(argv, "-device")
+    assert drives[1] == "file=/work/vm/share0.raw,format=raw,if=none,id=share0,readonly=on"
+    blk = [d for d in devices if d.startswith("virtio-blk-pci")]
+    assert blk == ["virtio-blk-pci,drive=disk0", "virtio-blk-pci,drive=share0,serial=adare-share0"]
 
 
 def test_direct_kernel_boot_passes_kernel_initrd_and_command_line() -> None:
@@ -80,7 +95,7 @@ def test_qga_is_a_virtio_serial_port_named_for_qemu_ga() -> None:
 
 
 def test_the_agent_link_can_be_a_virtio_serial_port_instead_of_the_uart() -> None:
-    virtio = replace(BASE, agent_link="virtio")
+    virtio = respec(BASE, agent_link="virtio")
     for config in (virtio, replace(virtio, qga_path=None)):
         argv = build_qemu_argv(config)
         assert values(argv, "-serial") == ["chardev:console"]  # no ttyS1
@@ -108,7 +123,9 @@ def test_display_gives_a_vga_for_screendump_and_a_tablet_for_absolute_input() ->
 def test_network_forwards_a_kernel_chosen_loopback_port_to_the_agent() -> None:
     argv = build_qemu_argv(BASE)
     assert values(argv, "-netdev") == ["user,id=net0,hostfwd=tcp:127.0.0.1:0-:18765"]
-    assert "virtio-net-pci,netdev=net0,addr=0x2,romfile=" in values(argv, "-device")
+    assert "virtio-net-pci,netdev=net0,addr=0x2,romfile=,guest_announce=off" in values(
+        argv, "-device"
+    )
 
 
 def test_the_nic_takes_pci_slot_2_before_any_other_device_is_numbered() -> None:
@@ -139,14 +156,13 @@ def test_the_firmware_log_is_the_debug_port_in_a_file() -> None:
 
 
 def test_no_network_means_no_nic_at_all() -> None:
-    argv = build_qemu_argv(replace(BASE, network=False))
+    argv = build_qemu_argv(respec(BASE, network=False))
     assert "-netdev" not in argv
     assert values(argv, "-nic") == ["none"]
 
 
 def test_fw_cfg_files_are_handed_to_the_guest_in_name_order() -> None:
-    config = replace(
-        BASE,
+    config = respec(BASE,
         fw_cfg={"opt/adare/config.json": Path("/w/c.json"), "opt/adare/bundle.pyz": Path("/b")},
     )
     assert values(build_qemu_argv(config), "-fw_cfg") == [
@@ -180,7 +196,6 @@ def test_extra_args_come_last_so_they_can_add_devices() -> None:
         ({"accel": "hvf"}, "accel"),
         ({"kernel": None}, "need a kernel"),
         ({"kernel": None, "initrd": None, "append": None, "disk": None}, "nothing to boot"),
-        ({"fw_cfg": {"adare/config.json": Path("/c")}}, "opt/"),
         ({"guest_agent_port": 0}, "guest_agent_port"),
     ],
 )
@@ -196,7 +211,7 @@ def test_lan_ports_are_dgram_netdevs_on_unix_sockets_in_their_own_slots() -> Non
         lan_port(0, "02:ad:00:00:00:01", socket="/run/lan/m0.sock", peer="/run/lan/f0.sock"),
         lan_port(1, "02:ad:00:00:01:01", socket="/run/l,an/m1.sock", peer="/run/lan/f1.sock"),
     )
-    argv = build_qemu_argv(replace(BASE, network=False, lan_ports=ports))
+    argv = build_qemu_argv(respec(BASE, network=False, lan_ports=ports))
     assert values(argv, "-netdev") == [
         "dgram,id=lan0,local.type=unix,local.path=/run/lan/m0.sock,"
         "remote.type=unix,remote.path=/run/lan/f0.sock",
@@ -205,8 +220,8 @@ def test_lan_ports_are_dgram_netdevs_on_unix_sockets_in_their_own_slots() -> Non
     ]
     nics = [d for d in values(argv, "-device") if d.startswith("virtio-net-pci")]
     assert nics == [
-        "virtio-net-pci,netdev=lan0,mac=02:ad:00:00:00:01,addr=0x10,romfile=",
-        "virtio-net-pci,netdev=lan1,mac=02:ad:00:00:01:01,addr=0x11,romfile=",
+        "virtio-net-pci,netdev=lan0,mac=02:ad:00:00:00:01,addr=0x10,romfile=,guest_announce=off",
+        "virtio-net-pci,netdev=lan1,mac=02:ad:00:00:01:01,addr=0x11,romfile=,guest_announce=off",
     ]
     assert values(argv, "-nic") == ["none"]  # no user-mode NIC: the segment only
     assert not any("tap" in a or "bridge" in a or "mcast" in a for a in argv)
@@ -217,6 +232,13 @@ def test_a_lan_port_without_sockets_is_refused_on_qemu() -> None:
 
     libvirt_only = lan_port(0, "02:ad:00:00:00:01", network="adare-net")
     with pytest.raises(ValueError, match="socket paths"):
-        replace(BASE, lan_ports=(libvirt_only,))
+        respec(BASE, lan_ports=(libvirt_only,))
     with pytest.raises(ValueError, match="MAC"):
         lan_port(0, "02:AD:zz", socket="a", peer="b")
+
+
+def test_a_virtio_rng_is_fed_from_the_hosts_urandom_when_asked() -> None:
+    assert "virtio-rng-pci,rng=rng0" not in values(build_qemu_argv(BASE), "-device")
+    argv = build_qemu_argv(respec(BASE, rng=True))
+    assert values(argv, "-object") == ["rng-random,id=rng0,filename=/dev/urandom"]
+    assert "virtio-rng-pci,rng=rng0" in values(argv, "-device")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pytest_adare.errors import ImageError
+from pytest_adare.file_hash import file_sha256
 from pytest_adare.image.build_failure import build_failure_cause
 from pytest_adare.image.cache import images_root
 from pytest_adare.image.manifest import load_manifest, write_manifest
@@ -118,9 +120,13 @@ def test_a_recipe_over_a_recipe_runs_the_lower_steps_first(tmp_path: Path) -> No
 
 
 def _fake_cached(target: Path) -> Path:
+    """What a build leaves at ``target`` (``<name>-<recipe hash>``), with a tiny disk."""
     target.mkdir(parents=True)
     (target / "disk.qcow2").write_bytes(b"x")
-    (target / "adare-image.json").write_text(json.dumps({"disk": "disk.qcow2", "format": "qcow2"}))
+    recorded = {"disk_sha256": file_sha256(target / "disk.qcow2"),
+                "recipe_hash": target.name.rsplit("-", 1)[1]}  # fmt: skip
+    manifest = {"disk": "disk.qcow2", "format": "qcow2", **recorded}
+    (target / "adare-image.json").write_text(json.dumps(manifest))
     return target / "adare-image.json"
 
 
@@ -151,7 +157,8 @@ def test_a_recipe_over_a_disk_is_cached_by_the_disk_sha256(
     def booted(base, recipe, out, *, flatten, progress):  # type: ignore[no-untyped-def]
         built.append(recipe.name)
         (out / "disk.raw").write_bytes(b"\0" * 1024)
-        return write_manifest(bare_disk_manifest(out / "disk.raw"), out)
+        made = bare_disk_manifest(out / "disk.raw")  # with the hash a booted build records
+        return write_manifest(replace(made, disk_sha256=file_sha256(made.disk)), out)
 
     first = resolve_image(recipe_path, booted=booted)
     again = resolve_image(recipe_path, booted=booted)

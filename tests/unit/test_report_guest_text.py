@@ -103,3 +103,36 @@ async def test_a_vm_died_error_is_not_told_twice(tmp_path: Path) -> None:
     _say_what_killed_the_guest(report, [pooled], str(error))  # type: ignore[list-item]
     assert report.longrepr == f"adare: {error}"
     assert str(error).count("what killed the guest") == 1
+
+
+def _raise_hostile(*_: Any) -> Any:
+    raise ValueError(f"the agent answered {HOSTILE}")
+
+
+def test_why_a_log_or_screenshot_is_missing_is_printable_and_several_vms_are_named(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "console.log"
+    log.write_text("")
+    vm = SimpleNamespace(
+        name="server",
+        console_tail=lambda n: [],
+        machine=SimpleNamespace(console_log_path=log),
+        agent_log_tail=_raise_hostile,
+        gui="qemu",
+        screendump=_raise_hostile,
+    )
+    folder = tmp_path / "evidence"
+    folder.mkdir()
+    pooled: Any = SimpleNamespace(vm=vm)
+    sections, shot = _write_evidence(pooled, folder, "-1", infra=False, label=" (server: debian)")
+    assert shot is None
+    assert [title for title, _ in sections] == [
+        "adare console tail (server: debian)",
+        "adare agent log tail (server: debian)",
+        "adare screenshot (server: debian)",
+    ]
+    for _, text in sections:
+        assert not any(ch in text for ch in "\x1b\x07\x00\x9b"), text
+    shown = dict(sections)["adare screenshot (server: debian)"]
+    assert "the agent answered \\x1b]0;owned\\x07" in shown

@@ -1,22 +1,81 @@
-"""The failure film's ring buffer: bounded by frames, bytes and seconds; films it writes."""
+"""The failure film's ring buffer: bounded by frames, bytes and seconds; a blinking cursor
+is no new frame; films it writes."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw
 
-from pytest_adare.qemu.screen_recorder import FrameRing, ScreenRecorder
+from pytest_adare.qemu.screen_recorder import STILL_BOX, FrameRing, ScreenRecorder
 
 
-def png(label: str, size: tuple[int, int] = (160, 120)) -> bytes:
-    image = Image.new("RGB", size, "black")
-    ImageDraw.Draw(image).text((10, 10), label, fill="white")
+def encoded(image: Image.Image) -> bytes:
     out = io.BytesIO()
     image.save(out, format="PNG")
     return out.getvalue()
+
+
+def png(label: str, size: tuple[int, int] = (160, 120)) -> bytes:
+    """A whole screen that changes with ``label`` (its colour too: more than a cursor)."""
+    colour = tuple(hashlib.sha256(label.encode()).digest()[:3])
+    image = Image.new("RGB", size, colour)  # type: ignore[arg-type]
+    ImageDraw.Draw(image).text((10, 10), label, fill="white")
+    return encoded(image)
+
+
+CELL = (9, 16)  # a VGA text cell: the console's cursor is one
+
+
+def console(typed: str, *, cursor: bool) -> bytes:
+    """A 720x400 text console: a prompt, ``typed`` after it, the block cursor on or off."""
+    image = Image.new("RGB", (720, 400), "black")
+    draw = ImageDraw.Draw(image)
+    draw.text((0, 0), "Debian GNU/Linux 12 adare-debian tty1", fill="lightgrey")
+    line = "root@adare-debian:~# " + typed
+    for column, char in enumerate(line):
+        draw.text((column * CELL[0], 2 * CELL[1]), char, fill="lightgrey")
+    if cursor:
+        x = len(line) * CELL[0]
+        draw.rectangle((x, 2 * CELL[1], x + CELL[0] - 1, 3 * CELL[1] - 1), fill="lightgrey")
+    return encoded(image)
+
+
+def test_a_blinking_cursor_on_a_still_screen_is_one_frame() -> None:
+    ring = FrameRing(max_frames=41, max_seconds=20, max_bytes=1 << 24)
+    for tick in range(20):  # 10 s at 2 fps, the cursor on and off
+        ring.add(tick / 2, console("ls", cursor=tick % 3 != 1))
+    assert len(ring) == 1
+    assert ring.durations_ms() == [9500]  # shown the whole time, until the last screendump
+
+
+def test_typing_makes_frames_once_the_change_outgrows_the_box() -> None:
+    ring = FrameRing(max_frames=41, max_seconds=20, max_bytes=1 << 24)
+    word = "systemctl status"
+    for index in range(len(word) + 1):
+        ring.add(float(index), console(word[:index], cursor=index % 2 == 0))
+    # Each frame kept is more than STILL_BOX wide away from the one before: every 3-4 cells.
+    assert 1 + len(word) * CELL[0] // (STILL_BOX[0] + CELL[0]) <= len(ring) < len(word) // 2
+    decoded = [Image.open(io.BytesIO(frame.png)) for frame in ring.frames()]
+    assert decoded[-1].tobytes() != decoded[0].tobytes()
+
+
+@pytest.mark.parametrize(
+    ("box", "new_frame"),
+    [(STILL_BOX, False), ((STILL_BOX[0] + 1, 4), True), ((2, STILL_BOX[1] + 1), True)],
+)
+def test_a_change_larger_than_the_still_box_either_way_is_a_new_frame(
+    box: tuple[int, int], new_frame: bool
+) -> None:
+    ring = FrameRing(max_frames=10, max_seconds=60, max_bytes=1 << 24)
+    screen = Image.new("RGB", (320, 200), "navy")
+    ring.add(0.0, encoded(screen))
+    ImageDraw.Draw(screen).rectangle((100, 50, 100 + box[0] - 1, 50 + box[1] - 1), fill="white")
+    assert ring.add(0.5, encoded(screen)) is new_frame
+    assert len(ring) == 1 + new_frame
 
 
 def test_a_still_screen_is_stored_once_and_only_extends_its_time() -> None:

@@ -212,3 +212,20 @@ def test_large_screens_get_a_smaller_scaled_variant_and_huge_ones_are_refused() 
     ]
     with pytest.raises(ValueError, match="too large to read"):
         read_screen_text(Image.new("L", (10_000, 5_000)))
+
+
+def test_the_banded_variant_only_fills_places_the_others_did_not_read() -> None:
+    plain = OcrLine("scaled", (word("Please", 0, 0, 60.0), word("wait", 70, 0, 60.0)))
+    banded_there = OcrLine("banded", (word("wait", 70, 0, 96.0),))
+    banded_elsewhere = OcrLine("banded", (word("BRAVO", 0, 40, 80.0),))
+    merged = merge_lines([banded_there, plain, banded_elsewhere])
+    assert merged == [plain, banded_elsewhere]
+    assert lines_text(merged) == "Please wait\nBRAVO"
+
+
+def test_an_xterm_selection_that_starts_at_its_first_letter_reads() -> None:
+    # A real screenshot of the built-in desktop (xterm's 6x13 font, SGR 7 on the middle
+    # line): the selection's first stem was cut off its band, so OCR read no BRAVO.
+    screen = Image.open(Path(__file__).parent / "data/ocr/xterm-reverse-video.png")
+    for line in ("ALPHA 2336", "BRAVO 2336", "CHARLIE 2336"):
+        assert [match.text for match in find_text(line, screen)] == [line]

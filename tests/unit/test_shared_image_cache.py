@@ -38,10 +38,11 @@ def test_a_lock_in_the_shared_cache_is_group_writable_whatever_the_umask(
     old = os.umask(0o077)
     try:
         with build_lock(tmp_path / "debian-0123", "building debian", timeout=5):
-            pass
+            held = stat.S_IMODE((tmp_path / "debian-0123.lock").stat().st_mode)
     finally:
         os.umask(old)
-    assert stat.S_IMODE((tmp_path / "debian-0123.lock").stat().st_mode) == 0o664
+    assert held == 0o664
+    assert not (tmp_path / "debian-0123.lock").exists()  # gone once released
 
 
 def test_a_published_image_is_readable_by_all_whatever_the_umask(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from pytest_adare.agent.install import FW_CFG_CONFIG, IDENTITY_SCRIPT, PYTHON_VE
 from pytest_adare.agent.screen import AgentScreen
 from pytest_adare.errors import AgentUnreachable, QGAError, VMDied
 from pytest_adare.image.manifest import AgentSpec, ImageManifest
+from pytest_adare.machine.spec import MachineSpec
 from pytest_adare.qemu.qga import QGAExecResult
 from pytest_adare.qemu.screen import QemuScreen
 from pytest_adare.vm import AGENT_STARTED, VM
@@ -131,8 +132,8 @@ class Parts:
         self.facts: dict[str, Any] | None = None
         """What the guest's facts script prints (the diagnosis)."""
 
-    def machine(self, image: Any, workdir: Path, **kw: Any) -> FakeMachine:
-        machine = FakeMachine(image, workdir, self.log, len(self.machines) + 1, **kw)
+    def machine(self, image: Any, workdir: Path, spec: MachineSpec) -> FakeMachine:
+        machine = FakeMachine(image, workdir, self.log, len(self.machines) + 1, spec=spec)
         self.machines.append(machine)
         return machine
 
@@ -213,7 +214,7 @@ def test_a_built_in_image_boots_with_the_hand_off_and_connects(
     ]  # fmt: skip
     assert parts.qgas == []  # no QGA round trip on this route
     # The per-VM config (with this VM's token) goes to the guest as a fw_cfg file.
-    config = json.loads(parts.machines[0].kw["fw_cfg"][FW_CFG_CONFIG].read_text())
+    config = json.loads(parts.machines[0].spec.fw_cfg[FW_CFG_CONFIG].read_text())
     assert config["token"] == vm.token
     assert vm.phases[2].detail.startswith("agent started by the guest's init (config")
     assert lines[1] == "t warm: a firmware-booted disk (warm start needs a direct-boot kernel)"
@@ -234,7 +235,7 @@ def test_any_image_gets_the_agent_over_qga_then_connects(parts: Parts, tmp_path:
         "connect to machine1"
     )
     assert vm.phases[3].detail.startswith("installed (none found;")
-    assert parts.machines[0].kw["fw_cfg"] == {}
+    assert parts.machines[0].spec.fw_cfg == {}
     vm.close()
 
 
@@ -397,7 +398,7 @@ def test_reboot_keeps_the_vm_and_guest_shuts_the_old_machine_down_and_attaches_a
     assert guest.aio.connection is parts.connections[1]
     assert _phases(started) == ["bundle", "qemu", "boot", "connect"]
     # The new machine gets the same token: the guest's config is this VM's.
-    config = json.loads(parts.machines[1].kw["fw_cfg"][FW_CFG_CONFIG].read_text())
+    config = json.loads(parts.machines[1].spec.fw_cfg[FW_CFG_CONFIG].read_text())
     assert config["token"] == started.token
 
 

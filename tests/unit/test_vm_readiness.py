@@ -18,7 +18,7 @@ from pytest_adare.agent.install import GuestLayout
 from pytest_adare.errors import VMTimeout
 from pytest_adare.guest import ShellResult
 from pytest_adare.image.manifest import AgentSpec, ImageManifest
-from pytest_adare.vm_options import VMOptions
+from pytest_adare.vm_options import BOOT_TIMEOUT, VMOptions
 from pytest_adare.vm_phases.readiness import (
     Listening,
     Readiness,
@@ -27,6 +27,7 @@ from pytest_adare.vm_phases.readiness import (
     checks_after_connect,
 )
 from pytest_adare.vm_phases.readiness import ready_command as ready_command_module
+from pytest_adare.vm_phases.readiness.systemd import SETTLE_TIMEOUT, settle_timeout
 from pytest_adare.vm_phases.state import VMState
 from tests.fakes.machine import CONSOLE, FakeMachine
 
@@ -129,3 +130,14 @@ def test_the_checks_after_connect_are_the_ready_command_else_systemd_then_the_de
     assert kinds(_state(tmp_path, desktop=True, ready_command="true")) == [
         ("settle", "ReadyCommand"), ("desktop", "FocusedDesktop"),
     ]  # fmt: skip
+
+
+def test_a_raised_boot_timeout_raises_the_settle_bound_the_script_waits(tmp_path: Path) -> None:
+    # A cloud-init first boot given --adare-boot-timeout=600 settled after 180 s had run
+    # out (its agent starts before cloud-init's last stages): it gets 360 s.
+    bound = settle_timeout(600, BOOT_TIMEOUT)
+    assert bound == 360 and settle_timeout(BOOT_TIMEOUT, BOOT_TIMEOUT) == SETTLE_TIMEOUT
+    starting = Target(tmp_path, [_result(1, "starting\n")])
+    said = _wait(SystemRunning(bound), starting)
+    assert said == "systemd still 'starting' after 360 s; ready anyway"
+    assert "timeout 360 systemctl is-system-running --wait" in starting.shell.commands[0]

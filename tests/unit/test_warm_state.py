@@ -13,6 +13,7 @@ import pytest
 
 from pytest_adare.errors import MigrationError
 from pytest_adare.image.manifest import ImageManifest
+from pytest_adare.machine.registry import backend_for
 from pytest_adare.qemu.accel import AccelChoice
 from pytest_adare.qemu.migration import save_state
 from pytest_adare.qemu.saved_state import find_state, prune_states, save_machine_state, state_key
@@ -77,6 +78,7 @@ def plan(image: ImageManifest, root: Path, **changes: Any) -> Any:
         "run_dir": "/adare/run",
         "handoff": "initrd",
         "root": root,
+        "backend": backend_for(options),
     }
     args.update(changes)
     return warm_plan(image, options, **args)
@@ -109,6 +111,11 @@ def test_the_key_covers_every_fact_a_saved_state_depends_on(
     [
         ({"options": {"warm": "off"}}, "warm start off"),
         ({"options": {"clock": "2024-03-01T09:00:00Z"}}, "scenario clock"),
+        ({"options": {"share": "/srv:/src"}}, "a shared folder (its disk is attached at boot"),
+        (
+            {"options": {"hypervisor": "qemu:///system", "transport": "serial", "network": False}},
+            "the libvirt backend cannot save and load a whole VM state",
+        ),
         ({"custom_config": True}, "custom agent config"),
     ],
 )

@@ -15,11 +15,11 @@ from importlib import resources
 
 from pytest_adare.errors import ImageError
 from pytest_adare.image.recipe_file import FileCopy
+from pytest_adare.image.suites import DEFAULT_SUITE as DEFAULT_SUITE  # re-exported
 from pytest_adare.image.suites import split_suite
 
 BUILDER_VERSION = 2
 """2: apt and its sources list, the init kept by an apt pin, the desktop user."""
-DEFAULT_SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 # usr-is-merged: else apt satisfies init-system-helpers with usrmerge, which drags in perl.
@@ -32,6 +32,7 @@ _CONSOLE_PACKAGES = (
     "iproute2",
     "kmod",
     "busybox-static",
+    "wget",  # Debian's: busybox's applet segfaults on -T (it stays, shadowed on PATH)
     "usr-is-merged",
 )
 _DESKTOP_PACKAGES = (
@@ -63,6 +64,9 @@ _INITRD_MODULES = (
     "virtio_blk",
     "virtio_net",
     "virtio_console",
+    # The virtio RNG (rng=True): no udev loads it in these images; without the device it
+    # only registers its driver.
+    "virtio_rng",
     "qemu_fw_cfg",
     "ext4",
     "crc32c_generic",

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import time
 
+from pytest_adare.vm_options import BOOT_TIMEOUT
 from pytest_adare.vm_phases.readiness.base import Readiness, ReadyTarget
 from pytest_adare.vm_phases.readiness.desktop import FocusedDesktop
 from pytest_adare.vm_phases.readiness.listening import Listening
 from pytest_adare.vm_phases.readiness.ready_command import ReadyCommand
-from pytest_adare.vm_phases.readiness.systemd import SystemRunning
+from pytest_adare.vm_phases.readiness.systemd import SystemRunning, settle_timeout
 from pytest_adare.vm_phases.state import VMState
 
 __all__ = [
@@ -38,7 +39,8 @@ def checks_after_connect(vm: VMState) -> list[tuple[str, Readiness]]:
         command = ReadyCommand(vm.ready_command, vm.options.ready_timeout)
         checks.append(("settle", command))
     elif not vm.handoff:  # a built-in image's init starts nothing that must settle first
-        checks.append(("settle", SystemRunning()))
+        bound = settle_timeout(vm.options.boot_timeout, BOOT_TIMEOUT)
+        checks.append(("settle", SystemRunning(bound)))
     if vm.manifest.desktop:
         checks.append(("desktop", FocusedDesktop(vm.options.desktop_timeout)))
     return checks
