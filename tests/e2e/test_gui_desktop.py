@@ -128,6 +128,12 @@ def type_and_read_back(guest: Guest, path: str, text: str) -> str:
     return read_when_written(guest, path)
 
 
+def test_the_session_has_key_autorepeat_off(desktop: Guest) -> None:
+    # A key-up later than X's repeat delay (a loaded TCG guest) must not type the key twice.
+    settings = desktop.user.run("xset q").check().stdout
+    assert "auto repeat:  off" in settings, settings
+
+
 def test_500_typed_characters_arrive_exactly(desktop: Guest) -> None:
     text = "".join(random.Random(500).choices(TYPEABLE, k=500))
     assert type_and_read_back(desktop, "/tmp/long.txt", text) == text + "\n"

@@ -19,6 +19,10 @@ if [ ! -S /tmp/.X11-unix/X0 ]; then
     exit 1
 fi
 [ -n "$ADARE_DISPLAY" ] && xrandr -s "$ADARE_DISPLAY" > /dev/null 2>&1
+# No key autorepeat: input comes from XTest (the agent) or QMP (the host), each a key-down
+# and a key-up; on a loaded TCG guest the key-up can come later than X's repeat delay,
+# and the key was typed twice. `xset r on` in a test brings it back.
+DISPLAY=:0 xset r off
 # X adds the input devices udev knows a moment after it starts; keys typed before
 # that are lost, so "desktop started" waits until every evdev device is in X.
 tries=0
