@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from pytest_adare.forensics.entry import SnapshotFormatError
     from pytest_adare.forensics.snapshot import FsSnapshot, SnapshotPages
     from pytest_adare.guest import AsyncGuest, Guest, ShellResult, TestOutcome
+    from pytest_adare.guest_journal import JournalEntry
     from pytest_adare.lan.addressing import LanError
     from pytest_adare.launch import launch
     from pytest_adare.plugin.fixtures import VMFactory
@@ -64,6 +65,7 @@ _EXPORTS = {
     "Guest": "pytest_adare.guest",
     "ShellResult": "pytest_adare.guest",
     "TestOutcome": "pytest_adare.guest",
+    "JournalEntry": "pytest_adare.guest_journal",
     "launch": "pytest_adare.launch",
     "VM": "pytest_adare.vm",
     "FsSnapshot": "pytest_adare.forensics.snapshot",
@@ -94,6 +96,7 @@ __all__ = [
     "GuestWaitTimeout",
     "ImageError",
     "InfrastructureError",
+    "JournalEntry",
     "LanError",
     "NeedleError",
     "PortForwardError",

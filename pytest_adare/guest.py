@@ -59,6 +59,16 @@ from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.forensics.entry import number_or_none
 from pytest_adare.forensics.evidence import DEFAULT_MAX_BYTES, pull_changed
 from pytest_adare.forensics.snapshot import FsSnapshot, SnapshotPages
+from pytest_adare.guest_journal import (
+    DEFAULT_LIMIT as JOURNAL_LIMIT,
+)
+from pytest_adare.guest_journal import (
+    NO_SYSTEMD,
+    JournalEntry,
+    journal_command,
+    output_budget,
+    parse_journal,
+)
 from pytest_adare.guest_user import AsyncGuestUser, GuestUser
 from pytest_adare.guest_waits import (
     DEFAULT_WAIT,
@@ -997,6 +1007,40 @@ class AsyncGuest:
             status = await self.shell(f"systemctl status --no-pager -- {shlex.quote(unit)}")
             raise AdareError(f"the unit {unit} failed:\n{status.stdout[-3000:]}")
 
+    async def journal(
+        self,
+        unit: str | None = None,
+        since: datetime | str | None = None,
+        *,
+        identifier: str | None = None,
+        limit: int = JOURNAL_LIMIT,
+    ) -> list[JournalEntry]:
+        """The systemd journal's newest ``limit`` entries (oldest first), parsed from
+        ``journalctl -o json``: of one ``unit``, one syslog ``identifier``, since a time
+        (a ``datetime``, naive is UTC, or journalctl's ``"-5min"``, ``"today"``).
+
+        :raise AdareError: the guest does not run systemd, journalctl failed, or its
+            output is not a journal's (or above the bound for ``limit`` entries).
+        """
+        command = journal_command(unit, since, identifier, limit)
+        budget = output_budget(limit)
+        result = await self.shell(command, timeout=120, max_output_bytes=budget)
+        if result.returncode == NO_SYSTEMD:
+            raise AdareError(
+                "journal(): the guest does not run systemd (/run/systemd/system is "
+                "missing); its logs are files (/var/log, the agent's run dir)"
+            )
+        if not result.ok:
+            raise AdareError(
+                f"journalctl failed with exit code {result.returncode}: {result.stderr[-500:]}"
+            )
+        if result.truncated:
+            raise AdareError(
+                f"the journal's output is above {budget} bytes for {limit} entries: "
+                "ask for fewer (unit=, since=, identifier=, limit=)"
+            )
+        return parse_journal(result.stdout, limit)
+
     async def now(self) -> datetime:
         """The guest's clock now, as an aware ``datetime`` in the guest's own time zone
         (adare's ``save_timestamp``).
@@ -1064,8 +1108,6 @@ class AsyncGuest:
 
 MouseButton = Literal["left", "right", "middle"]
 MAX_IDLE = 3600.0
-NO_SYSTEMD = 200
-"""The exit code :meth:`AsyncGuest.wait_for_unit`'s check gives on a guest without systemd."""
 
 
 def check_click(button: str, clicks: int) -> None:
@@ -1228,6 +1270,7 @@ class Guest(SyncTwin[AsyncGuest]):
     forward = sync_twin(AsyncGuest.forward)
     unforward = sync_twin(AsyncGuest.unforward)
     wait_for_unit = sync_twin(AsyncGuest.wait_for_unit)
+    journal = sync_twin(AsyncGuest.journal)
     now = sync_twin(AsyncGuest.now)
     idle = sync_twin(AsyncGuest.idle)
 

@@ -2,6 +2,7 @@
 
     adare-image build debian[:SUITE] [--desktop] [--out DIR] [--suite bookworm] [--mirror URL]
     adare-image build debian-desktop[:SUITE] [--out DIR]
+    adare-image build debian-systemd[:SUITE] [--out DIR]     (systemd as PID 1)
     adare-image build RECIPE.toml[@SUITE] [--force] [--flatten]   (no @SUITE: each of its suites)
     adare-image build debian [--desktop] --install PKG,PKG [--provision COMMAND] [--name N]
     adare-image check PATH [--accel auto|tcg|kvm] [--timeout SECONDS]
@@ -28,7 +29,7 @@ from pytest_adare.errors import AdareError, ImageError
 from pytest_adare.image.build import build_image
 from pytest_adare.image.cache import cached_image, image_dir
 from pytest_adare.image.manifest import BUILTIN_IMAGES, ImageManifest
-from pytest_adare.image.recipe import DEFAULT_MIRROR, DEFAULT_SUITE, debian_recipe
+from pytest_adare.image.recipe import DEFAULT_MIRROR, DEFAULT_SUITE, builtin_recipe
 from pytest_adare.image.recipe_build import BuildRequest, recipe_image
 from pytest_adare.image.recipe_file import (
     ImageRecipe,
@@ -48,8 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     build = commands.add_parser("build", help="build a built-in image or a recipe")
     build.add_argument(
         "name",
-        help="debian or debian-desktop (the built-in images, each optionally :SUITE, "
-        "e.g. debian:bullseye), or a recipe file (.toml)",
+        help="debian, debian-desktop or debian-systemd (the built-in images, each "
+        "optionally :SUITE, e.g. debian:bullseye), or a recipe file (.toml)",
     )
     build.add_argument(
         "--desktop",
@@ -115,9 +116,7 @@ def _one_line_recipe(args: argparse.Namespace) -> ImageRecipe | None:
         if args.image_name:
             raise ImageError("--name names a one-line recipe: give --install or --provision")
         return None
-    base = ("debian-desktop" if args.desktop else "debian") + (
-        f":{args.suite}" if args.suite != DEFAULT_SUITE else ""
-    )
+    base = args.name + (f":{args.suite}" if args.suite != DEFAULT_SUITE else "")
     return ImageRecipe(
         name=args.image_name or f"{base}-custom",
         base=base,
@@ -133,7 +132,7 @@ def _build_recipe(args: argparse.Namespace, recipe: ImageRecipe | Path) -> int:
     if args.out is not None or (isinstance(recipe, Path) and args.suite != DEFAULT_SUITE):
         raise ImageError(
             "--out and --suite are for the built-in image; a recipe is cached (its base "
-            "names the suite: base = \"debian:bullseye\")"
+            'names the suite: base = "debian:bullseye")'
         )
     loaded = load_recipe(recipe) if isinstance(recipe, Path) else recipe
     manifest = recipe_image(
@@ -147,11 +146,13 @@ def _build_recipe(args: argparse.Namespace, recipe: ImageRecipe | Path) -> int:
     return 0
 
 
-def _builtin(args: argparse.Namespace) -> tuple[bool, str]:
-    """``(desktop, suite)`` of the built-in name given (``debian``, ``debian-desktop``, each
-    optionally ``:SUITE``), the way ``--adare-vm`` spells it, or of ``--desktop``/``--suite``.
+def _builtin(args: argparse.Namespace) -> tuple[str, str]:
+    """``(name, suite)`` of the built-in name given (``debian``, ``debian-desktop``,
+    ``debian-systemd``, each optionally ``:SUITE``), the way ``--adare-vm`` spells it, with
+    ``--desktop`` and ``--suite`` applied.
 
-    :raise ImageError: another name, or two different suites.
+    :raise ImageError: another name, two different suites, or ``--desktop`` on a name
+        that has no desktop.
     """
     named = split_suite(args.name)
     name, suite = named if named is not None else (args.name, args.suite)
@@ -164,7 +165,11 @@ def _builtin(args: argparse.Namespace) -> tuple[bool, str]:
         raise ImageError(
             f"{args.name!r} names suite {suite!r} and --suite {args.suite!r}: give one"
         )
-    return args.desktop or name == "debian-desktop", suite
+    if args.desktop and name == "debian":
+        name = "debian-desktop"
+    if args.desktop and name != "debian-desktop":
+        raise ImageError(f"--desktop: {name} has no desktop (the desktop image is debian-desktop)")
+    return name, suite
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -173,16 +178,15 @@ def _build(args: argparse.Namespace) -> int:
         for spec in recipe_variants(args.name) or (args.name,):
             _build_recipe(args, Path(spec))
         return 0
-    desktop, suite = _builtin(args)
-    args.desktop, args.suite = desktop, suite
+    args.name, args.suite = _builtin(args)
     if (one_line := _one_line_recipe(args)) is not None:
         return _build_recipe(args, one_line)
-    recipe = debian_recipe(desktop=desktop, suite=suite)
+    recipe = builtin_recipe(f"{args.name}:{args.suite}")
     if args.out is not None:
-        check_suite(suite, args.mirror)
+        check_suite(recipe.suite, args.mirror)
         manifest = build_image(recipe, args.out, mirror=args.mirror, progress=_say)
     elif args.force:
-        check_suite(suite, args.mirror)
+        check_suite(recipe.suite, args.mirror)
         manifest = build_image(recipe, image_dir(recipe), mirror=args.mirror, progress=_say)
     else:
         manifest = cached_image(recipe, mirror=args.mirror, progress=_say)

@@ -128,7 +128,7 @@ def make_disk(rootfs: Path, work: Path, out: Path, log: Path, privilege: BuildPr
 
 def recipe_steps(recipe: Recipe) -> dict[str, Any] | None:
     """What a user's recipe added to the built-in image, for the manifest (None: nothing)."""
-    base = debian_recipe(desktop=recipe.desktop, suite=recipe.suite)
+    base = debian_recipe(desktop=recipe.desktop, suite=recipe.suite, init=recipe.init)
     if recipe == base:
         return None
     return {
@@ -209,7 +209,8 @@ def build_image(
             except ImageError as exc:
                 cause = build_failure_cause(log.read_text(errors="replace"), recipe, mirror)
                 raise ImageError(f"{cause}\n{exc}" if cause else str(exc)) from exc
-        with clock.phase("layout", "busybox init, qemu-ga, baked agent"):
+        init = "busybox init, qemu-ga" if recipe.init == "busybox" else "systemd units"
+        with clock.phase("layout", f"{init}, baked agent"):
             overlay = work / "overlay"
             install_adare_layout(recipe, rootfs, overlay, bundle.path, SERIAL_DEVICE)
             modules = take_kernel(recipe, work / "kernel", overlay, stage)

@@ -45,7 +45,12 @@ def build_failure_cause(log: str, recipe: Recipe, mirror: str) -> str | None:
     if found := _KEPT_INIT.search(log):
         return (
             f"package {found.group(1)!r} needs {found.group(2)}, which would replace the "
-            "image's init; it is held back (name an alternative, e.g. dbus-x11)"
+            "image's init; it is held back (name an alternative, e.g. dbus-x11"
+            + (
+                ', or build on base = "debian-systemd")'
+                if found.group(2) == "systemd-sysv"
+                else ")"
+            )
         )
     if found := _STEP.search(log):
         index, code = int(found.group(1)), found.group(2)

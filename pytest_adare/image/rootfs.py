@@ -2,7 +2,10 @@
 
 PID 1 is busybox ``init`` with an inittab generated from the recipe: a sysinit
 script (mounts, static network, fw_cfg hand-off), respawned ``qemu-ga``, agent
-and root shell on ``ttyS0``. No systemd: under TCG it costs ~40 s of boot.
+and root shell on ``ttyS0``. No systemd there: under TCG it costs seconds of boot.
+A ``systemd`` recipe (``debian-systemd``) has Debian's systemd as PID 1 instead; the
+same sysinit and agent scripts run as units (:func:`systemd_units`), qemu-ga from
+Debian's own unit, and the journal is kept on the disk.
 
 The same steps run as root or as an ordinary user (``image.userns``): what this
 process writes goes into an *overlay* tree it owns, and every change to the root file
@@ -94,13 +97,17 @@ def _purge_kernel_hook(recipe: Recipe) -> str:
     )
 
 
-# No package may replace the image's busybox init: apt never installs these (an install
-# that needs one fails and names it instead). Written before the first package goes in.
-KEEP_INIT_PREFERENCES = """\
-Package: systemd-sysv sysvinit-core runit-init openrc
-Pin: release *
-Pin-Priority: -1
-"""
+# No package may replace the image's init: apt never installs these (an install that
+# needs one fails and names it instead). Written before the first package goes in.
+_OTHER_INITS = {"busybox": "systemd-sysv sysvinit-core runit-init openrc",
+                "systemd": "sysvinit-core runit-init openrc"}  # fmt: skip
+
+
+def keep_init_preferences(init: str) -> str:
+    """The apt preferences that keep every other init out of an image of ``init``."""
+    return f"Package: {_OTHER_INITS[init]}\nPin: release *\nPin-Priority: -1\n"
+
+
 KEEP_INIT_PATH = "etc/apt/preferences.d/adare-keep-init"
 STEP_FAILED = "adare-recipe: provision step {index} failed with exit code"
 """The line a failing provision step leaves in the build log (the error quotes it)."""
@@ -109,9 +116,9 @@ FILE_FAILED = "adare-recipe: copying files[{index}] to {dest} failed"
 SANDBOX = Path(__file__).with_name("sandbox_enter.py")
 
 
-def _keep_init_hook(scratch: Path) -> str:
+def _keep_init_hook(scratch: Path, init: str) -> str:
     preferences = scratch / "adare-keep-init"
-    preferences.write_text(KEEP_INIT_PREFERENCES)
+    preferences.write_text(keep_init_preferences(init))
     return f'mkdir -p "$1/etc/apt/preferences.d" && cp {preferences} "$1/{KEEP_INIT_PATH}"'
 
 
@@ -224,7 +231,7 @@ def bootstrap(
     scratch = kernel_dir.parent / "hooks"
     scratch.mkdir(mode=0o700)
     hooks = _recipe_hooks(recipe, scratch, hook_python(privilege))
-    setup_hook = _keep_init_hook(scratch)
+    setup_hook = _keep_init_hook(scratch, recipe.init)
     _private_scratch(scratch, log, privilege)
     argv = [
         "mmdebstrap",
@@ -268,6 +275,66 @@ def inittab(recipe: Recipe) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The units of a systemd image (in /etc/systemd/system, enabled for multi-user.target).
+# adare-sysinit runs what busybox's sysinit does that systemd does not (the static
+# network, the fw_cfg hand-off); the agent follows it, restarted whenever it exits.
+_SYSINIT_UNIT = """\
+[Unit]
+Description=adare: static network and the host's fw_cfg hand-off
+After=systemd-udev-trigger.service local-fs.target
+Before=network.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/adare/init/sysinit.sh
+
+[Install]
+WantedBy=multi-user.target
+"""
+_AGENT_UNIT = """\
+[Unit]
+Description=adare guest agent (WebSocket and serial link)
+Requires=adare-sysinit.service
+After=adare-sysinit.service
+
+[Service]
+ExecStart=/adare/init/agent-service.sh
+Restart=always
+RestartSec=0
+# The agent's own children (a test's background programs) end with it.
+KillMode=control-group
+
+[Install]
+WantedBy=multi-user.target
+"""
+# Debian's qemu-guest-agent.service binds to its port's device but is wanted by nothing.
+_QGA_DEVICE = r"dev-virtio\x2dports-org.qemu.guest_agent.0.device"
+
+
+def systemd_units() -> dict[str, str]:
+    """The adare units of a systemd image: name -> text."""
+    return {"adare-sysinit.service": _SYSINIT_UNIT, "adare-agent.service": _AGENT_UNIT}
+
+
+def _install_systemd_layout(overlay: Path) -> None:
+    """The adare units (enabled), qemu-ga pulled in by its port, an ordinary fstab, and
+    the persistent journal's directory."""
+    system = overlay / "etc/systemd/system"
+    wants = system / "multi-user.target.wants"
+    wants.mkdir(parents=True)
+    for name, text in systemd_units().items():
+        (system / name).write_text(text)
+        (wants / name).symlink_to(f"/etc/systemd/system/{name}")
+    qga = system / f"{_QGA_DEVICE}.wants"
+    qga.mkdir()
+    (qga / "qemu-guest-agent.service").symlink_to("/lib/systemd/system/qemu-guest-agent.service")
+    (overlay / "etc/fstab").write_text("/dev/vda / ext4 errors=remount-ro 0 1\n")
+    # journald keeps the journal on disk when this exists (systemd-tmpfiles sets its
+    # group and mode at boot).
+    (overlay / "var/log/journal").mkdir(parents=True)
+
+
 def _agent_env(recipe: Recipe, serial_device: str) -> str:
     env = {
         "ADARE_SERIAL": serial_device,
@@ -301,16 +368,20 @@ def install_adare_layout(
     (init_dir / "agent.env").write_text(_agent_env(recipe, serial_device))
     shutil.copyfile(bundle, overlay / "adare/agent/bundle.pyz")
     (overlay / "etc").mkdir()
-    (overlay / "etc/inittab").write_text(inittab(recipe))
     (overlay / "etc/hostname").write_text(f"adare-{recipe.name}\n")
     (overlay / "etc/resolv.conf").symlink_to("/run/resolv.conf")  # replaces the file
     _install_busybox_applets(rootfs, overlay)
+    if recipe.init == "systemd":
+        _install_systemd_layout(overlay)
+        return
+    (overlay / "etc/inittab").write_text(inittab(recipe))
     sbin = overlay / "sbin"
     sbin.mkdir()
+    # lexists: the root's symlinks are absolute, they must not resolve on the host.
     for name in ("init", *_BUSYBOX_POWER):
-        if not (rootfs / "sbin" / name).exists():
+        if not os.path.lexists(rootfs / "sbin" / name):
             (sbin / name).symlink_to("/bin/busybox")
-    if not (rootfs / "sbin/shutdown").exists():
+    if not os.path.lexists(rootfs / "sbin/shutdown"):
         shutil.copyfile(init_dir / "shutdown.sh", sbin / "shutdown")
         (sbin / "shutdown").chmod(0o755)
 

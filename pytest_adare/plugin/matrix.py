@@ -93,7 +93,7 @@ def _builtin_identity(spec: str) -> str:
     from pytest_adare.image.recipe import builtin_name, builtin_recipe
 
     recipe = builtin_recipe(spec)
-    return builtin_name(recipe.desktop, recipe.suite)
+    return builtin_name(recipe.desktop, recipe.suite, recipe.init)
 
 
 def check_suites(specs: Sequence[str], source: str) -> None:

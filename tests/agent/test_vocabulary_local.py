@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_adare.errors import CommandFailed, CommandSucceeded, GuestWaitTimeout
+from pytest_adare.errors import AdareError, CommandFailed, CommandSucceeded, GuestWaitTimeout
 from pytest_adare.guest import Guest
 from pytest_adare.screen.text import TextNotFound, TextStillShown
 from tests.integration.private_display import private_display
@@ -220,6 +220,8 @@ def test_wait_for_unit_on_a_guest_without_systemd(desk: Guest) -> None:
         pytest.skip("this host runs systemd")  # adare-skip: the e2e distro disk covers systemd
     with pytest.raises(Exception, match="does not run systemd"):
         desk.wait_for_unit("ssh.service", timeout=5)
+    with pytest.raises(AdareError, match=r"journal\(\): the guest does not run systemd"):
+        desk.journal(unit="ssh.service")
 
 
 def test_now_is_the_guests_clock_and_idle_lets_time_pass(desk: Guest) -> None:

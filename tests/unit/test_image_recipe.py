@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
-from pytest_adare.image.recipe import debian_recipe
+import pytest
+
+from pytest_adare.errors import ImageError
+from pytest_adare.image.recipe import builtin_recipe, debian_recipe
+from pytest_adare.image.rootfs import install_adare_layout
 
 
 def test_console_image_carries_nft_and_only_the_nf_tables_module() -> None:
@@ -46,3 +52,45 @@ def test_desktop_image_carries_the_demo_dialog_and_what_it_runs_on() -> None:
     program = script.split("<<'PYTHON'\n", 1)[1].rsplit("PYTHON\n", 1)[0]
     compile(program, "demo-dialog.sh (python)", "exec")
     assert "import tkinter" in program
+
+
+def test_the_systemd_image_is_the_console_image_with_systemd_as_pid_1() -> None:
+    console, systemd = debian_recipe(), builtin_recipe("debian-systemd")
+    assert systemd == debian_recipe(init="systemd")
+    assert (systemd.name, systemd.init, console.init) == ("debian-systemd", "systemd", "busybox")
+    assert set(console.packages) < set(systemd.packages)
+    assert {"systemd-sysv", "udev", "dbus", "libpam-systemd"} <= set(systemd.packages)
+    assert "net.ifnames=0" in systemd.append.split()
+    # Debian's qemu-ga unit and systemd's shutdown replace the busybox scripts.
+    assert not {"qga-service.sh", "shutdown.sh"} & set(systemd.scripts)
+    assert systemd.recipe_hash() != console.recipe_hash()
+    assert builtin_recipe("debian-systemd:bullseye").name == "debian-systemd-bullseye"
+    with pytest.raises(ImageError, match="no built-in desktop image runs systemd"):
+        debian_recipe(desktop=True, init="systemd")
+    with pytest.raises(ImageError, match="init 'openrc' is not one of busybox, systemd"):
+        debian_recipe(init="openrc")
+
+
+def test_the_systemd_layout_enables_the_adare_units_and_keeps_the_journal(
+    tmp_path: Path,
+) -> None:
+    rootfs, overlay, bundle = tmp_path / "root", tmp_path / "overlay", tmp_path / "bundle.pyz"
+    (rootfs / "bin").mkdir(parents=True)
+    # The root's own /sbin/init is an absolute link that must not be read on the host.
+    (rootfs / "sbin").mkdir()
+    (rootfs / "sbin/init").symlink_to("/lib/systemd/systemd-not-on-this-host")
+    (rootfs / "bin/busybox").symlink_to(shutil.which("true") or "/bin/true")
+    bundle.write_bytes(b"PK")
+    overlay.mkdir()
+    install_adare_layout(debian_recipe(init="systemd"), rootfs, overlay, bundle, "/dev/hvc0")
+    system = overlay / "etc/systemd/system"
+    for unit in ("adare-sysinit.service", "adare-agent.service"):
+        link = system / "multi-user.target.wants" / unit
+        assert link.readlink() == Path("/etc/systemd/system") / unit
+        assert "[Install]\nWantedBy=multi-user.target" in (system / unit).read_text()
+    assert "ExecStart=/adare/init/agent-service.sh" in (system / "adare-agent.service").read_text()
+    qga = system / r"dev-virtio\x2dports-org.qemu.guest_agent.0.device.wants"
+    assert (qga / "qemu-guest-agent.service").is_symlink()
+    assert (overlay / "etc/fstab").read_text().split()[:3] == ["/dev/vda", "/", "ext4"]
+    assert (overlay / "var/log/journal").is_dir()
+    assert not (overlay / "etc/inittab").exists() and not (overlay / "sbin").exists()

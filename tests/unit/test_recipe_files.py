@@ -191,7 +191,11 @@ def test_a_failed_build_leaves_the_cache_as_it_was(
         ("E: Unable to locate package pcmanfn\n", "unknown package 'pcmanfn'"),
         ("E: Package 'foo' has no installation candidate\n", "unknown package 'foo'"),
         (" pcmanfm : Depends: systemd-sysv but it is not going to be installed\n",
-         "package 'pcmanfm' needs systemd-sysv, which would replace the image's init"),
+         "package 'pcmanfm' needs systemd-sysv, which would replace the image's init; it is "
+         'held back (name an alternative, e.g. dbus-x11, or build on base = "debian-systemd")'),
+        (" x : Depends: openrc but it is not going to be installed\n",
+         "package 'x' needs openrc, which would replace the image's init; it is held back "
+         "(name an alternative, e.g. dbus-x11)"),
         ("adare-recipe: provision step 1 failed with exit code 3\n",
          "provision step 1 ('update-mime-database /usr/share/mime') failed with exit code 3"),
         ("W: Failed to fetch http://deb/x  Temporary failure resolving 'deb'\n",
@@ -216,9 +220,11 @@ def test_the_one_line_form_and_bad_names_on_the_command_line(
     assert main(["build", "debian", "--name", "x"]) == 1
     assert "--name names a one-line recipe" in capsys.readouterr().err
     assert main(["build", "windows"]) == 1
-    assert "give a built-in image (debian, debian-desktop, each optionally :SUITE" in (
+    assert "(debian, debian-desktop, debian-systemd, each optionally :SUITE" in (
         capsys.readouterr().err
     )
+    assert main(["build", "debian-systemd", "--desktop"]) == 1
+    assert "--desktop: debian-systemd has no desktop" in capsys.readouterr().err
     assert main(["build", "debian:bullseye", "--suite", "trixie"]) == 1
     assert "names suite 'bullseye' and --suite 'trixie': give one" in capsys.readouterr().err
     one_line = extended_recipe(flattened(load_recipe(write_recipe(tmp_path, (

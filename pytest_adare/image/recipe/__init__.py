@@ -53,6 +53,11 @@ _DESKTOP_PACKAGES = (
     "dbus-x11",
     "dbus-daemon",
 )
+# A real install's init (debian-systemd): systemd as PID 1 with journald, logind and udev,
+# the system bus, and PAM sessions registered with logind.
+_SYSTEMD_PACKAGES = ("systemd-sysv", "udev", "dbus", "libpam-systemd")
+INITS = ("busybox", "systemd")
+"""``Recipe.init``: busybox ``init`` and the adare scripts (fast), or systemd and units."""
 # nft, so a test can firewall the agent's port for real (issue 5's diagnosis). Its kernel
 # modules load on demand (the kernel runs modprobe when nft opens its netlink socket),
 # never at boot: nothing in the console image uses netfilter until a test does.
@@ -113,6 +118,9 @@ class Recipe:
     """A recipe's shell commands, run as root in the finished root file system."""
     files: tuple[FileCopy, ...] = ()
     """A recipe's host files, copied in before the provision commands run."""
+    init: str = "busybox"
+    """PID 1: ``busybox`` (an inittab runs the adare scripts) or ``systemd`` (they run as
+    units beside the distribution's own; see :data:`INITS`)."""
 
     def script(self, name: str) -> bytes:
         """The bytes of one recipe file in this package."""
@@ -140,6 +148,8 @@ class Recipe:
 
 
 _COMMON_SCRIPTS = ("lib.sh", "sysinit.sh", "agent-service.sh", "qga-service.sh", "shutdown.sh")
+# systemd runs qemu-ga from Debian's own unit and has its own shutdown.
+_SYSTEMD_SCRIPTS = ("lib.sh", "sysinit.sh", "agent-service.sh")
 # What an older suite calls a package (None: it has none and needs none). Bullseye
 # predates usr-is-merged (its init-system-helpers does not pull in usrmerge) and the
 # split of dbus-daemon out of dbus.
@@ -154,14 +164,25 @@ def _packages(packages: tuple[str, ...], suite: str) -> tuple[str, ...]:
     return tuple(name for name in chosen if name is not None)
 
 
-def builtin_name(desktop: bool, suite: str) -> str:
-    """The image's name: ``debian``/``debian-desktop``, ``debian-bullseye`` for another
-    suite than the default (the default's image is plain ``debian``'s, one cache entry).
+# The built-in names and what each is: (desktop, init).
+_FLAVOURS = {
+    "debian": (False, "busybox"),
+    "debian-desktop": (True, "busybox"),
+    "debian-systemd": (False, "systemd"),
+}
+
+
+def builtin_name(desktop: bool, suite: str, init: str = "busybox") -> str:
+    """The image's name: ``debian``/``debian-desktop``/``debian-systemd``, with
+    ``-bullseye`` for another suite than the default (the default's image is plain
+    ``debian``'s, one cache entry).
 
     >>> builtin_name(False, DEFAULT_SUITE), builtin_name(True, "bullseye")
     ('debian', 'debian-desktop-bullseye')
+    >>> builtin_name(False, DEFAULT_SUITE, "systemd")
+    'debian-systemd'
     """
-    name = "debian-desktop" if desktop else "debian"
+    name = next(key for key, value in _FLAVOURS.items() if value == (desktop, init))
     return name if suite == DEFAULT_SUITE else f"{name}-{suite}"
 
 
@@ -172,16 +193,43 @@ def builtin_recipe(spec: str) -> Recipe:
     """
     named = split_suite(spec)
     name, suite = named if named is not None else (spec, DEFAULT_SUITE)
-    if name not in ("debian", "debian-desktop"):
+    if name not in _FLAVOURS:
         raise ImageError(
-            f"no built-in image named {spec!r} (known: debian, debian-desktop, each "
+            f"no built-in image named {spec!r} (known: {', '.join(_FLAVOURS)}, each "
             "optionally with a Debian suite: debian:bullseye)"
         )
-    return debian_recipe(desktop=name == "debian-desktop", suite=suite)
+    desktop, init = _FLAVOURS[name]
+    return debian_recipe(desktop=desktop, suite=suite, init=init)
 
 
-def debian_recipe(desktop: bool = False, suite: str = DEFAULT_SUITE) -> Recipe:
-    """The built-in ``debian`` (console) or ``debian-desktop`` recipe of Debian ``suite``."""
+def debian_recipe(
+    desktop: bool = False, suite: str = DEFAULT_SUITE, init: str = "busybox"
+) -> Recipe:
+    """The built-in ``debian`` (console), ``debian-desktop`` or ``debian-systemd`` (console,
+    systemd as PID 1) recipe of Debian ``suite``."""
+    if init not in INITS:
+        raise ImageError(f"init {init!r} is not one of {', '.join(INITS)}")
+    if init == "systemd":
+        if desktop:
+            raise ImageError("no built-in desktop image runs systemd")
+        return Recipe(
+            name=builtin_name(False, suite, init),
+            suite=suite,
+            packages=_packages(_CONSOLE_PACKAGES + _FIREWALL_PACKAGES + _SYSTEMD_PACKAGES, suite),
+            kernel_package="linux-image-cloud-amd64",
+            initrd_modules=_INITRD_MODULES,
+            rootfs_module_dirs=(),
+            # eth0 keeps its name (udev would rename it), the adare unit configures it.
+            append="console=ttyS0 quiet root=/dev/vda net.ifnames=0",
+            desktop=False,
+            display=None,
+            memory_mib=384,
+            python_flags="-S",
+            scripts=_SYSTEMD_SCRIPTS,
+            inittab_extra=(),
+            rootfs_modules=_FIREWALL_MODULES,
+            init="systemd",
+        )
     if not desktop:
         return Recipe(
             name=builtin_name(False, suite),

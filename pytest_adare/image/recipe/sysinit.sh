@@ -1,18 +1,22 @@
 #!/bin/sh
-# Run once by busybox init: mounts, network, QGA port names, the fw_cfg hand-off.
+# Run once by busybox init (or the adare-sysinit unit): mounts, network, QGA port names,
+# the fw_cfg hand-off.
 . /adare/init/lib.sh
 # /adare/bin holds busybox's applets (mount, ps, ...); the minimal Debian lacks some.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin:/adare/bin
-mountpoint -q /proc || mount -t proc proc /proc
-mountpoint -q /sys || mount -t sysfs sysfs /sys
-mountpoint -q /dev || mount -t devtmpfs devtmpfs /dev
-mkdir -p /dev/pts /dev/shm
-mount -t devpts -o gid=5,mode=620 devpts /dev/pts
-mount -t tmpfs -o mode=1777 tmpfs /dev/shm
-mount -t tmpfs -o mode=755 tmpfs /run
-mount -t tmpfs -o mode=1777 tmpfs /tmp
-ln -sf /proc/self/fd /dev/fd
-hostname -F /etc/hostname
+# Under systemd (a unit runs this script there) all of it is done already.
+if [ ! -d /run/systemd/system ]; then
+    mountpoint -q /proc || mount -t proc proc /proc
+    mountpoint -q /sys || mount -t sysfs sysfs /sys
+    mountpoint -q /dev || mount -t devtmpfs devtmpfs /dev
+    mkdir -p /dev/pts /dev/shm
+    mount -t devpts -o gid=5,mode=620 devpts /dev/pts
+    mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+    mount -t tmpfs -o mode=755 tmpfs /run
+    mount -t tmpfs -o mode=1777 tmpfs /tmp
+    ln -sf /proc/self/fd /dev/fd
+    hostname -F /etc/hostname
+fi
 
 # QEMU user networking: the guest is always 10.0.2.15, gateway and DNS at .2/.3.
 ip link set lo up

@@ -1,0 +1,107 @@
+"""The built-in ``debian-systemd`` image: Debian's systemd as PID 1, the adare agent and
+qemu-ga as units, the vocabulary of a systemd guest (``wait_for_unit``, ``journal``) and
+the journal a real install keeps on its disk, read back from an exported disk with
+e2fsprogs' ``debugfs``.
+
+One VM for the module (built on first use; ``scripts/test`` builds it beside the checks).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from pytest_adare import AdareError, launch
+from pytest_adare.vm import VM
+
+pytestmark = pytest.mark.e2e
+
+IMAGE = os.environ.get("ADARE_TEST_SYSTEMD_IMAGE") or "debian-systemd"
+WAIT = 90.0
+
+
+@pytest.fixture(scope="module")
+def vm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VM]:
+    with launch(IMAGE, workdir=tmp_path_factory.mktemp("vm"), progress=None) as running:
+        yield running
+
+
+def test_pid_1_is_systemd_and_the_boot_finished_cleanly(vm: VM) -> None:
+    assert vm.guest.succeed("cat /proc/1/comm").strip() == "systemd"
+    # The ready phase waited for is-system-running; nothing may have failed on the way.
+    state = vm.guest.shell("systemctl is-system-running").stdout.strip()
+    failed = vm.guest.shell("systemctl list-units --state=failed --no-legend --plain").stdout
+    assert (state, failed.strip()) == ("running", "")
+
+
+def test_the_agent_and_qemu_ga_run_as_units(vm: VM) -> None:
+    for unit in ("adare-agent.service", "qemu-guest-agent.service", "systemd-journald.service"):
+        vm.guest.wait_for_unit(unit, timeout=WAIT)
+    agent_pid = vm.guest.succeed("systemctl show -p MainPID --value adare-agent.service")
+    cgroup = vm.guest.succeed(f"cat /proc/{agent_pid.strip()}/cgroup")
+    assert "adare-agent.service" in cgroup
+    # logind answers (D-Bus activated on first use, as on an install).
+    vm.guest.succeed("loginctl list-sessions --no-legend")
+    vm.guest.wait_for_unit("systemd-logind.service", timeout=WAIT)
+
+
+def test_wait_for_unit_waits_for_a_unit_that_starts_later(vm: VM) -> None:
+    vm.guest.succeed("systemd-run --unit=adare-late --on-active=3 sleep 600")
+    assert vm.guest.shell("systemctl is-active adare-late.service").stdout.strip() != "active"
+    vm.guest.wait_for_unit("adare-late.service", timeout=WAIT)
+    assert vm.guest.succeed("systemctl is-active adare-late.service").strip() == "active"
+
+
+def test_a_failed_unit_fails_the_wait_with_its_status_and_journal(vm: VM) -> None:
+    token = secrets.token_hex(6)
+    vm.guest.succeed(f"systemd-run --unit=adare-fails sh -c 'echo broken-{token} >&2; exit 3'")
+    with pytest.raises(AdareError, match=r"the unit adare-fails\.service failed") as failure:
+        vm.guest.wait_for_unit("adare-fails.service", timeout=WAIT)
+    assert "status=3" in str(failure.value) and f"broken-{token}" in str(failure.value)
+    entries = vm.guest.journal(unit="adare-fails.service")
+    assert f"broken-{token}" in [entry.message for entry in entries]
+
+
+def test_journal_returns_parsed_entries_since_a_time(vm: VM) -> None:
+    started = vm.guest.now()
+    token = secrets.token_hex(6)
+    vm.guest.succeed(f"logger -t adare-test -p user.warning hello-{token}")
+    entries = vm.guest.journal(identifier="adare-test", since=started)
+    mine = [entry for entry in entries if entry.message == f"hello-{token}"]
+    assert len(mine) == 1, entries
+    entry = mine[0]
+    assert (entry.identifier, entry.priority) == ("adare-test", 4)
+    assert entry.timestamp >= started - timedelta(seconds=1)
+    assert entry.boot_id == vm.guest.succeed("cat /proc/sys/kernel/random/boot_id").strip().replace(
+        "-", ""
+    )
+    # Nothing of the boot is "since" this test's start; a limit keeps the newest.
+    assert all(e.timestamp >= started - timedelta(seconds=1) for e in entries)
+    newest = vm.guest.journal(limit=3)
+    assert len(newest) == 3 and newest == sorted(newest, key=lambda e: e.timestamp)
+
+
+def test_the_journal_is_on_the_disk_an_examiner_exports(vm: VM, tmp_path: Path) -> None:
+    token = secrets.token_hex(6)
+    vm.guest.succeed(f"logger -t adare-disk disk-{token} && journalctl --flush --sync")
+    machine_id = vm.guest.succeed("cat /etc/machine-id").strip()
+    disk = tmp_path / "disk.raw"
+    vm.export_disk(disk)
+    listing = subprocess.run(
+        ["debugfs", "-R", f"ls -l /var/log/journal/{machine_id}", str(disk)],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    assert "system.journal" in listing, listing
+    dumped = tmp_path / "system.journal"
+    subprocess.run(
+        ["debugfs", "-R", f"dump /var/log/journal/{machine_id}/system.journal {dumped}",
+         str(disk)],
+        capture_output=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert f"disk-{token}".encode() in dumped.read_bytes()
