@@ -321,6 +321,22 @@ def stock(name: str, **params: object) -> tuple[str, list[str]]:
     return result.status.value, result.details
 
 
+def test_stock_byte_patterns_are_read_as_adare_reads_them(tmp_path: Path) -> None:
+    # adare's test_linux_standard: a YAML "\x89PNG\r\n" (U+0089 once parsed) that a
+    # shell's printf wrote as UTF-8, and an escaped pattern in a single-quoted string.
+    binary = tmp_path / "binary_file.bin"
+    text = "Binary data: \x89PNG\r\n\x1a\n"
+    binary.write_bytes(text.encode("utf-8") + b"\xff\xfe")
+    found = stock("file_content_contains", dst=str(binary), content=text, content_type="bytes")
+    assert found[0] == "SUCCESS", found
+    escaped = stock("file_content_contains", dst=str(binary), content=r"\xff\xfe",
+                    content_type="bytes")  # fmt: skip
+    assert escaped[0] == "SUCCESS", escaped
+    missing = stock("file_content_contains", dst=str(binary), content=r"\xff\xfe\xfd",
+                    content_type="bytes")  # fmt: skip
+    assert missing[0] == "FAILED", missing
+
+
 def test_stock_existence_checks(tmp_path: Path) -> None:
     present = tmp_path / "present.txt"
     present.write_text("x")

@@ -392,7 +392,10 @@ def file_content_contains(
     path = one_path(ctx, dst)
     if content_type == "bytes":
         try:
-            needle = content.encode("latin-1").decode("unicode_escape").encode("latin-1")
+            # adare's reading: the text's UTF-8 bytes with their \x, \n, ... escapes
+            # decoded, so a character the YAML already decoded (\x89 in a double-quoted
+            # string is U+0089) is the UTF-8 a shell's printf of it writes (C2 89).
+            needle = content.encode("utf-8").decode("unicode_escape").encode("latin-1")
         except (UnicodeError, ValueError):
             needle = content.encode("utf-8")
         ctx.fail_if(
