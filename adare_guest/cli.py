@@ -218,6 +218,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(config: AgentConfig) -> int:
+    if sys.platform != "win32":
+        # Started by nohup or in a script's background, the agent ignores SIGINT and
+        # SIGQUIT; what it starts would inherit that (exec keeps an ignored signal).
+        for signum in (signal.SIGINT, signal.SIGQUIT):
+            if signal.getsignal(signum) == signal.SIG_IGN:
+                signal.signal(signum, signal.SIG_DFL)
     loop = asyncio.new_event_loop()
     task = loop.create_task(run_agent(config))
     if sys.platform != "win32":

@@ -27,7 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from adare_guest.processes import Process, ProcessTracker, kill_process_tree
+from adare_guest.processes import (
+    CHILD_DEFAULT_SIGNALS,
+    Process,
+    ProcessTracker,
+    kill_process_tree,
+)
 
 DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
 """Bytes of stdout and of stderr an ``execute_shell`` call keeps by default (each)."""
@@ -376,6 +381,8 @@ def _spawn(spec: CommandSpec) -> tuple[SpawnedProcess, int, int]:
                 (os.POSIX_SPAWN_DUP2, err_w, 2),
             ],
             setsid=True,
+            setsigdef=CHILD_DEFAULT_SIGNALS,
+            setsigmask=(),
         )
     except BaseException:
         os.close(out_r)

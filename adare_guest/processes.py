@@ -21,6 +21,15 @@ CALL_MARKER = "ADARE_CALL_ID"
 """Environment variable carrying the call id into the commands a call starts, so
 descendants that left the process tree (``setsid`` + parent exit) can still be found."""
 
+CHILD_DEFAULT_SIGNALS = frozenset(
+    sig for sig in signal.Signals if sig not in (signal.SIGKILL, signal.SIGSTOP)
+) if sys.platform != "win32" else frozenset()  # fmt: skip
+"""Signals a started program gets at their default action, as init or a login gives them:
+Python ignores SIGPIPE and SIGXFSZ, and an agent started by ``nohup`` or in the
+background of a script ignores SIGINT and SIGQUIT; exec keeps what is ignored, so a
+program would inherit it (``yes | head -1`` then ends with "Broken pipe", ^C stops
+nothing)."""
+
 # Evaluated at run time: Union, since the guest's Python 3.9 has no ``X | Y`` of classes.
 Process = Union[subprocess.Popen[Any], asyncio.subprocess.Process]
 

@@ -82,10 +82,17 @@ ALLOWED_SIGNALS = frozenset(
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # The child becomes a session leader (Popen start_new_session) and then takes its pty
-# as controlling terminal before exec, so job control and Ctrl-C work. A shim rather
-# than preexec_fn: code between fork and exec is unsafe in the agent's threads.
+# as controlling terminal before exec, so job control and Ctrl-C work; every signal is
+# at its default and none blocked, as a login leaves them (the shim's own Python ignores
+# SIGPIPE, and an agent started in a script's background ignores SIGINT: exec keeps an
+# ignored signal, and ^C would stop nothing). A shim rather than preexec_fn: code
+# between fork and exec is unsafe in the agent's threads.
 _CTTY_SHIM = (
-    "import fcntl,os,sys,termios\n"
+    "import fcntl,os,signal,sys,termios\n"
+    "for s in signal.Signals:\n"
+    "    if s not in (signal.SIGKILL, signal.SIGSTOP):\n"
+    "        signal.signal(s, signal.SIG_DFL)\n"
+    "signal.pthread_sigmask(signal.SIG_SETMASK, ())\n"
     "fcntl.ioctl(0, termios.TIOCSCTTY, 0)\n"
     "try:\n"
     "    os.execvp(sys.argv[1], sys.argv[1:])\n"

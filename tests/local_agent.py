@@ -31,16 +31,25 @@ async def _make_guest(client: AgentClient) -> AsyncGuest:
 
 @contextmanager
 def local_agent_guest(
-    run_dir: Path, token: str, env: Mapping[str, str] | None = None
+    run_dir: Path,
+    token: str,
+    env: Mapping[str, str] | None = None,
+    ignoring: tuple[int, ...] = (),
 ) -> Iterator[Guest]:
     """The agent started in ``run_dir`` (its config and log there) with ``token``, and a
-    ``Guest`` on it; the agent is stopped afterwards."""
+    ``Guest`` on it; the agent is stopped afterwards. ``ignoring``: signals the agent
+    inherits as ignored (as from ``nohup`` or a script's ``&``)."""
     port = free_port()
     config = run_dir / "config.json"
     config.write_text(json.dumps({"host": "127.0.0.1", "port": port, "token": token}))
     config.chmod(0o600)
+    argv = [sys.executable, "-m", "adare_guest", str(run_dir), "--log-file", str(run_dir / "a.log")]
+    if ignoring:
+        ignore = "".join(f"signal.signal({sig}, signal.SIG_IGN); " for sig in ignoring)
+        argv = [sys.executable, "-c", f"import os, signal, sys; {ignore}os.execv(sys.argv[1], "
+                "sys.argv[1:])", *argv]  # fmt: skip
     agent = subprocess.Popen(
-        [sys.executable, "-m", "adare_guest", str(run_dir), "--log-file", str(run_dir / "a.log")],
+        argv,
         env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     loop = shared_loop()

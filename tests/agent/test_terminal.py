@@ -142,6 +142,24 @@ async def test_ctrl_c_interrupts_the_program_and_the_shell_stays(connection: Cal
     await asyncio.wait_for(terminal.wait(), WAIT)
 
 
+async def test_the_program_starts_with_no_signal_ignored(connection: CallRouter) -> None:
+    # As under a CI script's `&`: the agent's process ignores SIGINT (and Python, SIGPIPE).
+    # The terminal's program must not inherit either, or ^C would stop nothing.
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        terminal = await RemoteTerminal.open(connection, SHELL)
+        await terminal.write(b"grep SigIgn /proc/self/status; echo do$((1))ne\n")
+        output = await read_until(terminal, b"do1ne\r\n")
+    finally:
+        signal.signal(signal.SIGINT, before)
+    line = next(
+        (part for part in output.decode().splitlines() if "SigIgn:\t" in part), repr(output)
+    )
+    assert int(line.split()[-1], 16) & ((1 << 31) - 1) == 0, line
+    await terminal.close()
+    await asyncio.wait_for(terminal.wait(), WAIT)
+
+
 async def test_window_size_and_resize_reach_the_pty(connection: CallRouter) -> None:
     terminal = await RemoteTerminal.open(connection, SHELL, rows=30, cols=90)
     await terminal.write(b"stty size\n")
