@@ -54,7 +54,12 @@ from pytest_adare.agent.transfer import (
     pull_file,
     push_file,
 )
-from pytest_adare.errors import AdareError, CommandSucceeded, GuestCommandFailed, ToolError
+from pytest_adare.errors import (
+    AdareError,
+    CommandSucceeded,
+    GuestCommandFailed,
+    ToolError,
+)
 from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.forensics.entry import number_or_none
 from pytest_adare.forensics.evidence import DEFAULT_MAX_BYTES, pull_changed
@@ -475,7 +480,10 @@ class AsyncGuest:
             params["max_output_bytes"] = max_output_bytes
         if background:
             params["background"] = True
-        return ShellResult.from_result(command, await self.call(EXECUTE_SHELL, **params))
+        # The connection's call, not self.call: ``timeout`` is the tool's param here (the
+        # agent ends the command and answers; the host waits that long plus a grace).
+        result = await self.on_home_loop(self._connection.call(EXECUTE_SHELL, params, None))
+        return ShellResult.from_result(command, result)
 
     # -- files ------------------------------------------------------------------------
 
@@ -922,12 +930,13 @@ class AsyncGuest:
     async def _wait_for_exit(
         self, command: str, ok: bool, timeout: float, options: dict[str, Any]
     ) -> ShellResult:
+        what = f"{command!r} to {'succeed' if ok else 'fail'}"
+
         async def run(budget: float) -> ShellResult:
             return await self.shell(command, **{"timeout": budget, **options})
 
         return await poll_until(
-            run, lambda r: r.ok == ok, timeout,
-            f"{command!r} to {'succeed' if ok else 'fail'}", describe_run,
+            run, lambda r: r.ok == ok, timeout, what, describe_run
         )  # fmt: skip
 
     async def wait_for_file(self, path: str, timeout: float = DEFAULT_WAIT) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pytest_adare.errors import GuestWaitTimeout
+from pytest_adare.errors import GuestWaitTimeout, ToolError
 
 T = TypeVar("T")
 
@@ -54,7 +54,9 @@ async def poll_until(
     ``budget`` is the time left (at least :data:`MIN_CHECK_BUDGET`), for the check to
     bound itself. ``done`` may raise to end the wait early (a unit that failed).
 
-    :raise GuestWaitTimeout: after ``timeout`` seconds, with ``describe(last result)``.
+    :raise GuestWaitTimeout: after ``timeout`` seconds, with ``describe(last result)``,
+        or when a check was still running at the end (a ``ToolError`` of the agent's
+        ``timed_out`` command).
     :raise ValueError: ``timeout`` is not a positive number.
     """
     if not timeout > 0:
@@ -62,8 +64,14 @@ async def poll_until(
     deadline = time.monotonic() + timeout
     attempts = 0
     while True:
-        result = await check(max(deadline - time.monotonic(), MIN_CHECK_BUDGET))
         attempts += 1
+        try:
+            result = await check(max(deadline - time.monotonic(), MIN_CHECK_BUDGET))
+        except ToolError as error:
+            # A check still running when the wait's time was up (the agent ended it).
+            if not (error.result or {}).get("timed_out"):
+                raise
+            raise GuestWaitTimeout(what, timeout, attempts, str(error)) from None
         if done(result):
             return result
         if time.monotonic() + interval >= deadline:

@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_adare.errors import AdareError, CommandFailed, CommandSucceeded, GuestWaitTimeout
+from pytest_adare.errors import (
+    AdareError,
+    CommandFailed,
+    CommandSucceeded,
+    GuestWaitTimeout,
+    ToolError,
+)
 from pytest_adare.guest import Guest
 from pytest_adare.screen.text import TextNotFound, TextStillShown
 from tests.integration.private_display import private_display
@@ -171,6 +177,17 @@ def test_succeed_and_fail_return_output_or_raise(desk: Guest) -> None:
     assert desk.fail("ls /nonexistent-path").returncode != 0
     with pytest.raises(CommandSucceeded, match="expected to fail"):
         desk.fail("true")
+
+
+def test_a_shell_timeout_is_the_agents_and_ends_the_command(desk: Guest) -> None:
+    # The agent enforces it (the host waits a grace longer): its answer, not a host
+    # timeout, and the command is gone.
+    with pytest.raises(ToolError, match=r"command timed out after 2 s; process group killed"):
+        desk.shell("sleep 37.25", timeout=2)
+    desk.wait_until_fails("pgrep -fx 'sleep 37.25'", timeout=WAIT)
+    with pytest.raises(GuestWaitTimeout, match=r"'sleep 37\.5' to succeed") as waited:
+        desk.wait_until_succeeds("sleep 37.5", timeout=2)
+    assert "command timed out" in waited.value.last
 
 
 def test_wait_until_succeeds_returns_the_run_that_succeeded(desk: Guest, tmp_path: Path) -> None:
