@@ -321,6 +321,36 @@ def stock(name: str, **params: object) -> tuple[str, list[str]]:
     return result.status.value, result.details
 
 
+def collection_check(name: str, **params: object) -> tuple[str, list[str]]:
+    _, function = TestFunctionLibrary(None).resolve(name)
+    assert function is not None
+    result = run_test_function(function, params, name=name, timeout=30)
+    return result.status.value, result.details
+
+
+def test_a_missing_database_reads_as_an_empty_one_and_is_not_created(tmp_path: Path) -> None:
+    # adare's test_sqlite: sqlite3.connect would create it; the verdicts stay adare's.
+    missing = tmp_path / "nonexistent.db"
+    query = collection_check("sqlite.query_result", dst=str(missing), query="SELECT 1",
+                             expected_rows=1)  # fmt: skip
+    assert query[0] == "SUCCESS", query
+    assert collection_check("sqlite.table_exists", dst=str(missing), table="t")[0] == "FAILED"
+    assert not missing.exists()
+    assert collection_check("sqlite.query_result", dst=str(tmp_path), query="SELECT 1")[0] == (
+        "ERROR"
+    )
+
+
+def test_the_jsonl_checks_fail_on_an_empty_file(tmp_path: Path) -> None:
+    # adare's test_jsonl: line_count of a 0-byte file fails even for expected_count 0.
+    empty, blank = tmp_path / "empty.jsonl", tmp_path / "blank.jsonl"
+    empty.write_bytes(b"")
+    blank.write_text("\n")
+    counted = collection_check("jsonl.line_count", dst=str(empty), expected_count=0)
+    assert counted[0] == "FAILED" and "empty (0 bytes)" in counted[1][-1], counted
+    assert collection_check("jsonl.line_count", dst=str(blank), expected_count=0)[0] == "SUCCESS"
+
+
 def test_stock_byte_patterns_are_read_as_adare_reads_them(tmp_path: Path) -> None:
     # adare's test_linux_standard: a YAML "\x89PNG\r\n" (U+0089 once parsed) that a
     # shell's printf wrote as UTF-8, and an escaped pattern in a single-quoted string.

@@ -7,22 +7,27 @@ A missing database file is FAILED; a bad parameter is ERROR. Row values in
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from adare_guest.stock.support import compare, count_range, describe_range, must_exist, one_path
+from adare_guest.stock.support import compare, count_range, describe_range, one_path
 from adare_guest.testfunctions import TestContext, TestError, testfunction
 
 
 @contextmanager
 def _database(ctx: TestContext, dst: str) -> Iterator[sqlite3.Connection]:
     path = one_path(ctx, dst)
-    must_exist(ctx, path, "database")
+    # adare's checks open a missing database with sqlite3.connect, which creates it
+    # empty: the same verdicts come from an empty in-memory database, and the guest's
+    # disk (the scenario's evidence) gets no new file. An existing one is read-only.
+    ctx.error_if(os.path.isdir(path), f"{path} is a directory, not a database")
+    source = f"{Path(path).absolute().as_uri()}?mode=ro" if os.path.exists(path) else ":memory:"
     try:
-        connection = sqlite3.connect(f"{Path(path).absolute().as_uri()}?mode=ro", uri=True)
+        connection = sqlite3.connect(source, uri=source != ":memory:")
     except sqlite3.Error as exc:
         raise TestError(f"cannot open {path}: {exc}") from None
     try:

@@ -33,6 +33,8 @@ _TIMESTAMP_FIELDS = {
     "ctime": "st_ctime",
     "birthtime": "st_birthtime",
 }
+
+
 def _lstat(ctx: TestContext, path: str) -> os.stat_result:
     try:
         return os.lstat(path)
