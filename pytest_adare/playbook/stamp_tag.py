@@ -38,7 +38,19 @@ class TimestampTag:
     timezone: str | None = None
 
     def __str__(self) -> str:
-        return self.value
+        return self.text()
+
+    def text(self) -> str:
+        """What the tag is as text: without a tolerance and with a ``format``, the time in
+        that format (adare's ``_apply_format_filter``: strftime of the time in its own
+        zone), else the timestamp as written."""
+        if self.tolerance is not None or self.format is None:
+            return self.value
+        try:
+            moment = datetime.fromisoformat(self.value.replace("Z", "+00:00"))
+            return moment.strftime(self.format)
+        except ValueError:
+            return self.value
 
     def metadata(self) -> dict[str, Any]:
         """The placeholder variable the guest compares with (``adare_guest.placeholders``)."""

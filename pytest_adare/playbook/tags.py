@@ -230,7 +230,7 @@ def as_placeholders(
             item = _resolved_stamp(item, variables)
         if isinstance(item, TimestampTag):
             if item.tolerance is None:  # adare: without a tolerance, compared as text
-                return item.value
+                return item.text()
             if len(extra) >= MAX_TAGS:
                 raise TemplateProblem(f"more than {MAX_TAGS} tagged values in one test")
             name = f"timestamp_{len(extra)}_resolved"

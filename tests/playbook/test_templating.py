@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_adare.playbook.conditions import condition_holds
+from pytest_adare.playbook.tags import as_placeholders
 from pytest_adare.playbook.templating import TemplateProblem, evaluate, render
 
 
@@ -73,3 +74,18 @@ def test_a_timestamp_reads_iso_text_whatever_its_display_format() -> None:
     assert timestamp("15.01.2025 10:30", "+02:00", "%d.%m.%Y %H:%M") == (
         "2025-01-15T10:30:00+02:00"
     )
+
+
+def test_format_without_a_tolerance_is_the_time_in_that_format() -> None:
+    # adare's test_xml: `{{ fixed_timestamp | format('%Y-%m-%dT%H:%M:%S') }}` is text
+    # (strftime in the timestamp's own zone), not the ISO value with its offset.
+    stamp = {"t": "2025-01-15T18:30:05+04:00"}
+    value, extra = as_placeholders(
+        render("{{ t | format('%Y-%m-%dT%H:%M:%S') }}", stamp), stamp, frozenset()
+    )
+    assert (value, extra) == ("2025-01-15T18:30:05", {})
+    assert render("at {{ t | format('%H:%M') }}", stamp) == "at 18:30"
+    tolerant, extra = as_placeholders(
+        render("{{ t | tolerance(30) | format('%H:%M') }}", stamp), stamp, frozenset()
+    )
+    assert tolerant == "{{ timestamp_0_resolved }}" and extra["timestamp_0_resolved"]["format"]
