@@ -167,9 +167,14 @@ class Run:
             if isinstance(error, InfrastructureError):
                 raise
             record.result, record.message = "failed", clip(str(error))
-            raise RunAborted(
-                f"{self.playbook.path.name}:{step.line}: {step.kind} failed: {clip(str(error))}"
-            ) from None
+            where = f"{self.playbook.path.name}:{step.line}: {step.kind}"
+            if self.deadline is not None and time.monotonic() >= self.deadline - 1.0:
+                # The action's time was cut to what the run had left (budget).
+                raise RunAborted(
+                    f"settings.timeout ({self.playbook.settings.timeout:g}s) reached during "
+                    f"{where} ({clip(str(error))})"
+                ) from None
+            raise RunAborted(f"{where} failed: {clip(str(error))}") from None
         except PlaybookError as error:
             record.result, record.message = "error", clip(error.message)
             raise

@@ -328,3 +328,19 @@ def test_a_timestamp_tag_that_is_no_time_names_the_test(
     assert result.error is not None and result.verdicts == []
     assert "!timestamp 'next tuesday' is no ISO 8601 time" in result.error
     assert "tests.broken.parameter" in result.error
+
+
+def test_a_command_cut_by_the_runs_timeout_says_so(local_guest: Guest, tmp_path: Path) -> None:
+    # adare's test_longrunning: a 180 s command in a run of settings.timeout 3 s.
+    playbook = (
+        "settings: {timeout: 3}\n"
+        "actions:\n"
+        "  - command: {command: 'sleep 30.75', timeout: 180}\n"
+    )
+    result = run_text(local_guest, tmp_path, "longrunning", playbook)
+    assert not result.passed
+    assert result.error is not None and result.error.startswith(
+        "settings.timeout (3s) reached during playbook.yml:3: command ("
+    ), result.error
+    assert "command timed out" in result.error
+    local_guest.wait_until_fails("pgrep -fx 'sleep 30.75'", timeout=30)
