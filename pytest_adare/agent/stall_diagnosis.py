@@ -18,6 +18,9 @@ from adare_guest.activity import LOOP_BLOCKED
 from pytest_adare.agent.diagnosis import decode_address
 
 ESTABLISHED = "01"
+ANSWERS_PINGS = 30.0
+"""Below this many seconds of silence on the connection the agent answered the host's
+pings (sent after 10 s of silence), so a running call is merely slow."""
 LOOP_LATE = LOOP_BLOCKED
 """Seconds late for its 1 s heartbeat past which the agent's event loop counts as blocked."""
 
@@ -83,6 +86,12 @@ def stall_cause(health: dict[str, Any] | None, tool: str, silent: float) -> str:
         return (
             f"the agent's event loop runs and no {tool!r} call is running: the call or its "
             "answer was lost between host and agent"
+        )
+    if silent < ANSWERS_PINGS:
+        # The connection is not silent (pings are answered): the call is only slow.
+        return (
+            f"the agent answers and its {tool!r} call is still running: the work itself "
+            "takes longer than the call's timeout (give the call a longer one)"
         )
     return (
         f"the agent's event loop runs and {tool!r} is running, yet {silent:.0f} s of pings "

@@ -37,6 +37,13 @@ def test_a_beating_loop_running_the_call_means_the_sessions_reader_is_held() -> 
     assert "no 'run_test_' call" in stall_cause(report, "run_test_", 61)
 
 
+def test_a_call_still_running_on_an_agent_that_answers_pings_is_only_slow() -> None:
+    # A command longer than its call's timeout: the pings were answered (0 s silent).
+    cause = stall_cause(health(calls="execute_shell 117s"), "execute_shell", 0.0)
+    assert "the agent answers and its 'execute_shell' call is still running" in cause
+    assert "held up" not in cause
+
+
 def test_the_health_line_lists_the_loop_calls_and_workers() -> None:
     line = describe_health(health(loop_late=2.5, calls="run_test 9s", last_error="boom"))
     assert line == (
