@@ -743,7 +743,9 @@ class Session:
         limit: float,
     ) -> ToolResult:
         started = time.monotonic()
-        log.info("call %s %s params=%s", call.id, bound.name, sorted(params))
+        # One INFO line per call, when it is done (a running call is in the health
+        # report): two lines cost a measurable share of a round trip.
+        log.debug("call %s %s params=%s", call.id, bound.name, sorted(params))
         try:
             outcome = await call_bounded(bound, ctx, params, limit)
         finally:

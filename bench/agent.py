@@ -42,6 +42,11 @@ from websockets.asyncio.client import ClientConnection, connect
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "bench-token"
+sys.path.insert(0, str(REPO))
+from pytest_adare.agent.install import AGENT_LOG_LEVEL  # noqa: E402 (after the path)
+
+LOG_LEVEL = os.environ.get("ADARE_BENCH_LOG_LEVEL", AGENT_LOG_LEVEL)
+"""The agent's log level: as every VM deploys it, unless the environment says otherwise."""
 
 
 def _free_port() -> int:
@@ -135,7 +140,7 @@ async def agent_process(run_dir: Path, serial: str | None) -> AsyncIterator[tupl
     """``python -m adare_guest`` on a free port: (port, pid) once it listens."""
     port = _free_port()
     (run_dir / "config.json").write_text(
-        json.dumps({"token": TOKEN, "logfile": str(run_dir / "agent.log"), "log_level": "WARNING"})
+        json.dumps({"token": TOKEN, "logfile": str(run_dir / "agent.log"), "log_level": LOG_LEVEL})
     )
     argv = [
         sys.executable,
@@ -475,7 +480,11 @@ async def main(rounds: int, serial: bool) -> dict[str, Any]:
         workdir = Path(tmp)
         run_dir = workdir / "run"
         run_dir.mkdir()
-        report: dict[str, Any] = {"host": "localhost", "python": sys.version.split()[0]}
+        report: dict[str, Any] = {
+            "host": "localhost",
+            "python": sys.version.split()[0],
+            "agent_config": {"log_level": LOG_LEVEL, "deployed": LOG_LEVEL == AGENT_LOG_LEVEL},
+        }
         async with running_agent(run_dir, None) as port:
             ws = await _connect(port)
             client = Client(ws)

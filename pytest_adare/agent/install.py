@@ -133,6 +133,11 @@ class GuestLayout:
         return "python" if self.os == "windows" else "python3"
 
 
+AGENT_LOG_LEVEL = "INFO"
+"""The log level every VM's agent runs at (its log tail is failure evidence): one line
+per finished call (``bench/agent.py`` measures the agent at this level too)."""
+
+
 def agent_config(
     layout: GuestLayout, token: str, overrides: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -142,7 +147,7 @@ def agent_config(
         "port": AGENT_PORT,
         "token": token,
         "logfile": layout.log_path,
-        "log_level": "INFO",
+        "log_level": AGENT_LOG_LEVEL,
     }
     if layout.serial_device:
         config["serial_device"] = layout.serial_device

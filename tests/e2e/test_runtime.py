@@ -90,8 +90,9 @@ def test_push_pull_10_mib_with_hash_in_binary_messages(vm: VM, tmp_path: Path) -
     assert guest_sum == sha256_of(source)
     back = vm.guest.pull("/tmp/ten.bin", tmp_path / "back.bin")
     assert sha256_of(back) == sha256_of(source)
-    calls = [line.split(" call ", 1)[1].split()[1] for line in vm.agent_log_tail(200)
-             if " call " in line]  # fmt: skip
+    # The agent logs one line per finished call: "done ID TOOL success=... in ... s".
+    calls = [line.split(" done ", 1)[1].split()[1] for line in vm.agent_log_tail(200)
+             if " done " in line]  # fmt: skip
     assert {"push_file", "pull_file"} <= set(calls)
     assert not {"push_file_chunk", "pull_file_chunk"} & set(calls)
 
