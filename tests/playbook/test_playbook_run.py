@@ -44,7 +44,7 @@ def test_experiments_run_as_items(pytester: pytest.Pytester, test_image: str) ->
         timeout=900,
     )  # fmt: skip
     output = result.stdout.str()
-    result.assert_outcomes(passed=2, failed=1, skipped=3)
+    result.assert_outcomes(passed=2, failed=1, skipped=4)
     assert 'environment win11 is not mapped: add "win11 = IMAGE" to adare_environments' in output
     assert (
         "broken/playbook.yml:2: actions[0].comand: unknown action: did you mean command?" in output
