@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_adare.errors import ImageError
+from pytest_adare.image import recipe as recipe_module
+from pytest_adare.image.manifest import BUILTIN_IMAGES
 from pytest_adare.image.recipe import builtin_recipe, debian_recipe
 from pytest_adare.image.rootfs import install_adare_layout
 
@@ -94,3 +96,9 @@ def test_the_systemd_layout_enables_the_adare_units_and_keeps_the_journal(
     assert (overlay / "etc/fstab").read_text().split()[:3] == ["/dev/vda", "/", "ext4"]
     assert (overlay / "var/log/journal").is_dir()
     assert not (overlay / "etc/inittab").exists() and not (overlay / "sbin").exists()
+
+
+def test_every_built_in_name_has_a_recipe_and_the_other_way_round() -> None:
+    assert set(BUILTIN_IMAGES) == set(recipe_module._FLAVOURS)
+    for name in BUILTIN_IMAGES:
+        assert builtin_recipe(name).name == name
