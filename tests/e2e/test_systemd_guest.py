@@ -3,7 +3,9 @@ qemu-ga as units, the vocabulary of a systemd guest (``wait_for_unit``, ``journa
 the journal a real install keeps on its disk, read back from an exported disk with
 e2fsprogs' ``debugfs``.
 
-One VM for the module (built on first use; ``scripts/test`` builds it beside the checks).
+One VM for the module (built on first use; ``scripts/test`` builds it beside the checks),
+and one of a recipe on it: nginx as Debian ships it (``data/nginx-systemd.toml``), whose
+own unit starts it at boot.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pytest_adare.vm import VM
 pytestmark = pytest.mark.e2e
 
 IMAGE = os.environ.get("ADARE_TEST_SYSTEMD_IMAGE") or "debian-systemd"
+NGINX = Path(__file__).parent / "data/nginx-systemd.toml"
 WAIT = 90.0
 
 
@@ -105,3 +108,14 @@ def test_the_journal_is_on_the_disk_an_examiner_exports(vm: VM, tmp_path: Path) 
         capture_output=True, check=True, timeout=120,
     )  # fmt: skip
     assert f"disk-{token}".encode() in dumped.read_bytes()
+
+
+def test_a_recipes_service_starts_from_its_own_unit(tmp_path: Path) -> None:
+    with launch(NGINX, workdir=tmp_path / "vm", progress=None) as web:
+        web.guest.wait_for_unit("nginx.service", timeout=WAIT)
+        page = web.guest.wait_until_succeeds("wget -q -O - http://127.0.0.1/", timeout=WAIT)
+        assert "Welcome to nginx" in page.stdout
+        enabled = web.guest.succeed("systemctl is-enabled nginx.service").strip()
+        assert enabled == "enabled"
+        started = [e.message for e in web.guest.journal(unit="nginx.service")]
+        assert any("Started nginx.service" in message for message in started), started
