@@ -72,9 +72,21 @@ def dark_on_light(grey: Image.Image) -> Image.Image:
     dark = grey.point(lambda v: 255 if v < DARK_BELOW else 0)
     light = ImageOps.invert(dark)
     areas = _dark_areas(grey)
+    light_bands = _bands(light, dark, bare_runs=False, run=LIGHT_RUN)
+    dark_bands = _bands(dark, light, bare_runs=True)
+    # Where a dark area's edge (judged over 40 px, so it can reach a few px into a light
+    # terminal beside a dark root window) meets a dark band that a light band also
+    # covers, the band's own pixels decide: mostly dark, it is a dark band (a selection
+    # starting at the terminal's first column), else a light one in a dark area.
+    contested = ImageChops.darker(ImageChops.darker(areas, light_bands), dark_bands)
+    own_dark = ImageChops.darker(dark, contested).reduce(SHARE_BLOCK)
+    share = ImageChops.subtract(contested.reduce(SHARE_BLOCK).point(lambda v: int(v * SHARE)),
+                                own_dark)  # fmt: skip
+    darkish = share.point(lambda v: 0 if v > 0 else 255).resize(grey.size, Image.Resampling.NEAREST)
+    won = ImageChops.darker(contested, darkish)
     region = ImageChops.lighter(
-        ImageChops.subtract(areas, _bands(light, dark, bare_runs=False, run=LIGHT_RUN)),
-        ImageChops.subtract(_bands(dark, light, bare_runs=True), areas),
+        ImageChops.subtract(ImageChops.subtract(areas, light_bands), won),
+        ImageChops.lighter(ImageChops.subtract(dark_bands, areas), won),
     )
     return Image.composite(ImageOps.invert(grey), grey, region)
 

@@ -229,3 +229,12 @@ def test_an_xterm_selection_that_starts_at_its_first_letter_reads() -> None:
     screen = Image.open(Path(__file__).parent / "data/ocr/xterm-reverse-video.png")
     for line in ("ALPHA 2336", "BRAVO 2336", "CHARLIE 2336"):
         assert [match.text for match in find_text(line, screen)] == [line]
+
+
+def test_a_selection_at_a_dark_areas_edge_is_still_a_dark_band() -> None:
+    # The same desktop in a CI run: the dark area judged over 40 px around the black root
+    # window reached 4 px into the terminal, over the selection's first letter, and that
+    # strip was inverted by neither rule ('BRAVO' read as 'RRAVO').
+    screen = Image.open(Path(__file__).parent / "data/ocr/xterm-reverse-video-edge.png")
+    for line in ("ALPHA 5346", "BRAVO 5346", "CHARLIE 5346"):
+        assert [match.text for match in find_text(line, screen)] == [line]
