@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from importlib import resources
 
 from pytest_adare.errors import ImageError
@@ -209,29 +209,10 @@ def debian_recipe(
     systemd as PID 1) recipe of Debian ``suite``."""
     if init not in INITS:
         raise ImageError(f"init {init!r} is not one of {', '.join(INITS)}")
-    if init == "systemd":
-        if desktop:
-            raise ImageError("no built-in desktop image runs systemd")
-        return Recipe(
-            name=builtin_name(False, suite, init),
-            suite=suite,
-            packages=_packages(_CONSOLE_PACKAGES + _FIREWALL_PACKAGES + _SYSTEMD_PACKAGES, suite),
-            kernel_package="linux-image-cloud-amd64",
-            initrd_modules=_INITRD_MODULES,
-            rootfs_module_dirs=(),
-            # eth0 keeps its name (udev would rename it), the adare unit configures it.
-            append="console=ttyS0 quiet root=/dev/vda net.ifnames=0",
-            desktop=False,
-            display=None,
-            memory_mib=384,
-            python_flags="-S",
-            scripts=_SYSTEMD_SCRIPTS,
-            inittab_extra=(),
-            rootfs_modules=_FIREWALL_MODULES,
-            init="systemd",
-        )
+    if init == "systemd" and desktop:
+        raise ImageError("no built-in desktop image runs systemd")
     if not desktop:
-        return Recipe(
+        console = Recipe(
             name=builtin_name(False, suite),
             suite=suite,
             packages=_packages(_CONSOLE_PACKAGES + _FIREWALL_PACKAGES, suite),
@@ -246,6 +227,20 @@ def debian_recipe(
             scripts=_COMMON_SCRIPTS,
             inittab_extra=(),
             rootfs_modules=_FIREWALL_MODULES,
+        )
+        if init == "busybox":
+            return console
+        # The console image with systemd as PID 1: its packages, units instead of the
+        # busybox-only scripts, and eth0 keeping its name (udev would rename it; the
+        # adare unit configures it).
+        return replace(
+            console,
+            name=builtin_name(False, suite, init),
+            packages=console.packages + _packages(_SYSTEMD_PACKAGES, suite),
+            append=f"{console.append} net.ifnames=0",
+            memory_mib=384,
+            scripts=_SYSTEMD_SCRIPTS,
+            init=init,
         )
     return Recipe(
         name=builtin_name(True, suite),
