@@ -85,7 +85,7 @@ def dark_on_light(grey: Image.Image) -> Image.Image:
     darkish = share.point(lambda v: 0 if v > 0 else 255).resize(grey.size, Image.Resampling.NEAREST)
     won = ImageChops.darker(contested, darkish)
     region = ImageChops.lighter(
-        ImageChops.subtract(ImageChops.subtract(areas, light_bands), won),
+        ImageChops.subtract(areas, light_bands),
         ImageChops.lighter(ImageChops.subtract(dark_bands, areas), won),
     )
     return Image.composite(ImageOps.invert(grey), grey, region)
