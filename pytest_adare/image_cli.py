@@ -68,19 +68,19 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PKG,PKG",
-        help="debian only: the one-line recipe's packages (comma-separated, repeatable)",
+        help="a built-in image only: the one-line recipe's packages (comma-separated, repeatable)",
     )
     build.add_argument(
         "--provision",
         action="append",
         default=[],
         metavar="COMMAND",
-        help="debian only: a shell command run as root after the packages (repeatable)",
+        help="a built-in image only: a shell command run as root after the packages (repeatable)",
     )
     build.add_argument(
         "--name",
         dest="image_name",
-        help="debian only: the one-line recipe's image name (default: debian[-desktop]-custom)",
+        help="the one-line recipe's image name (default: NAME-custom)",
     )
     build.add_argument(
         "--flatten",
