@@ -22,6 +22,7 @@ import json
 import shlex
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -68,6 +69,86 @@ else:
 print(json.dumps({"name": name, "uid": entry.pw_uid, "gid": entry.pw_gid, "home": home,
                   "dirs": dirs, "env": env}))
 """
+
+
+# Runs in the guest as root: every logind session, one `loginctl show-session` block each
+# (blank line between). Exit 3: no logind (no systemd).
+SESSIONS_SCRIPT = (
+    "command -v loginctl >/dev/null && [ -d /run/systemd/system ] || exit 3; "
+    "for id in $(loginctl list-sessions --no-legend | awk '{print $1}'); do "
+    'loginctl show-session "$id" -p Id -p Name -p User -p Type -p Class -p Seat '
+    "-p State -p Remote -p Service -p Display -p Leader -p Timestamp; "
+    'echo "Epoch=$(date -d "$(loginctl show-session "$id" -p Timestamp --value)" +%s)"; '
+    "echo; done"
+)
+NO_LOGIND = 3
+MAX_SESSIONS = 256
+
+
+@dataclass(frozen=True)
+class LoginSession:
+    """A logind session (``loginctl show-session``): who, how and where."""
+
+    id: str
+    user: str
+    uid: int
+    type: str
+    """``x11``, ``wayland``, ``tty``, ``unspecified`` (a PAM session without a terminal)."""
+    session_class: str
+    """``user``, ``greeter``, ``lock-screen``, ``background``."""
+    seat: str
+    """``seat0`` for the machine's own screen and keyboard; empty for none (ssh, cron)."""
+    state: str
+    remote: bool
+    service: str
+    """The PAM service that opened it (``lightdm-autologin``, ``login``, ``sshd``)."""
+    display: str
+    leader: int
+    started: datetime | None
+    """When logind opened it (its ``Timestamp``, read by the guest's ``date``); None if
+    the guest's ``date`` could not read it."""
+
+
+def _epoch(text: str) -> datetime | None:
+    """Epoch seconds as an aware UTC time; None for anything else."""
+    if not text.isdigit() or len(text) > 12:
+        return None
+    return datetime.fromtimestamp(int(text), timezone.utc)
+
+
+def parse_login_sessions(text: str) -> list[LoginSession]:
+    """:data:`SESSIONS_SCRIPT`'s output as sessions.
+
+    :raise ValueError: a block lacks a field, or there are more than :data:`MAX_SESSIONS`.
+    """
+    sessions: list[LoginSession] = []
+    for block in text.split("\n\n"):
+        pairs = (line.partition("=") for line in block.splitlines())
+        fields = {key: value for key, sep, value in pairs if sep}
+        if not fields:
+            continue
+        if len(sessions) == MAX_SESSIONS:
+            raise ValueError(f"more than {MAX_SESSIONS} logind sessions")
+        try:
+            sessions.append(
+                LoginSession(
+                    id=fields["Id"],
+                    user=fields["Name"],
+                    uid=int(fields["User"]),
+                    type=fields["Type"],
+                    session_class=fields["Class"],
+                    seat=fields.get("Seat", ""),
+                    state=fields["State"],
+                    remote=fields.get("Remote") == "yes",
+                    service=fields.get("Service", ""),
+                    display=fields.get("Display", ""),
+                    leader=int(fields.get("Leader") or 0),
+                    started=_epoch(fields.get("Epoch", "")),
+                )
+            )
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"not a logind session: {block[:200]!r} ({exc})") from None
+    return sessions
 
 
 class ShellOutcome(Protocol):
@@ -139,6 +220,32 @@ class AsyncGuestUser(Generic[R]):
             self._info = UserInfo.from_json(found.stdout)
         return self._info
 
+    async def session(self) -> LoginSession | None:
+        """The user's logind session (class ``user``; the one on a seat first, then the
+        active one), or None while they have none.
+
+        :raise ToolError: the guest runs no logind (not a systemd image: use
+            ``debian-systemd`` or ``debian-xfce``), or its answer is not logind's.
+        """
+        info = await self.info()
+        found = await self._shell(SESSIONS_SCRIPT, timeout=30)
+        if found.returncode == NO_LOGIND:
+            raise ToolError(
+                EXECUTE_SHELL,
+                "guest.user.session: the guest runs no logind (it has no systemd; the "
+                "built-in debian-systemd and debian-xfce do)",
+                {},
+            )
+        if found.returncode != 0:
+            raise ToolError(EXECUTE_SHELL, "loginctl failed listing the guest's sessions", {})
+        try:
+            sessions = parse_login_sessions(found.stdout)
+        except ValueError as exc:
+            raise ToolError(EXECUTE_SHELL, f"guest.user.session: {exc}", {}) from None
+        mine = [s for s in sessions if s.uid == info.uid and s.session_class == "user"]
+        mine.sort(key=lambda s: (not s.seat, s.state != "active", s.id))
+        return mine[0] if mine else None
+
     def _options(self, info: UserInfo, options: dict[str, Any]) -> dict[str, Any]:
         env = {**info.env, **(options.pop("env", None) or {})}
         options.setdefault("cwd", info.home)
@@ -201,6 +308,7 @@ class GuestUser(SyncTwin[AsyncGuestUser[Any]]):
 
     info = sync_twin(AsyncGuestUser.info)
     run = sync_twin(AsyncGuestUser.run)
+    session = sync_twin(AsyncGuestUser.session)
 
     def start(self, command: str, /, **shell_options: Any) -> UserProgram:
         """Start ``command`` detached in the user's session; returns a handle on it."""

@@ -3,6 +3,7 @@
     adare-image build debian[:SUITE] [--desktop] [--out DIR] [--suite bookworm] [--mirror URL]
     adare-image build debian-desktop[:SUITE] [--out DIR]
     adare-image build debian-systemd[:SUITE] [--out DIR]     (systemd as PID 1)
+    adare-image build debian-xfce[:SUITE] [--out DIR]        (systemd, LightDM, XFCE)
     adare-image build RECIPE.toml[@SUITE] [--force] [--flatten]   (no @SUITE: each of its suites)
     adare-image build debian [--desktop] --install PKG,PKG [--provision COMMAND] [--name N]
     adare-image check PATH [--accel auto|tcg|kvm] [--timeout SECONDS]
@@ -49,13 +50,14 @@ def _parser() -> argparse.ArgumentParser:
     build = commands.add_parser("build", help="build a built-in image or a recipe")
     build.add_argument(
         "name",
-        help="debian, debian-desktop or debian-systemd (the built-in images, each "
+        help="debian, debian-desktop, debian-systemd or debian-xfce (the built-in images, each "
         "optionally :SUITE, e.g. debian:bullseye), or a recipe file (.toml)",
     )
     build.add_argument(
         "--desktop",
         action="store_true",
-        help="X on the VM's display, a window manager and a terminal",
+        help="the desktop of the image named: debian gives debian-desktop (X, a window "
+        "manager, a terminal), debian-systemd gives debian-xfce (LightDM and XFCE)",
     )
     build.add_argument("--out", type=Path, help="output directory (default: the user cache)")
     build.add_argument("--suite", default=DEFAULT_SUITE, help="Debian suite (default %(default)s)")
@@ -148,8 +150,8 @@ def _build_recipe(args: argparse.Namespace, recipe: ImageRecipe | Path) -> int:
 
 def _builtin(args: argparse.Namespace) -> tuple[str, str]:
     """``(name, suite)`` of the built-in name given (``debian``, ``debian-desktop``,
-    ``debian-systemd``, each optionally ``:SUITE``), the way ``--adare-vm`` spells it, with
-    ``--desktop`` and ``--suite`` applied.
+    ``debian-systemd``, ``debian-xfce``, each optionally ``:SUITE``), the way ``--adare-vm``
+    spells it, with ``--desktop`` and ``--suite`` applied.
 
     :raise ImageError: another name, two different suites, or ``--desktop`` on a name
         that has no desktop.
@@ -165,10 +167,14 @@ def _builtin(args: argparse.Namespace) -> tuple[str, str]:
         raise ImageError(
             f"{args.name!r} names suite {suite!r} and --suite {args.suite!r}: give one"
         )
-    if args.desktop and name == "debian":
-        name = "debian-desktop"
-    if args.desktop and name != "debian-desktop":
-        raise ImageError(f"--desktop: {name} has no desktop (the desktop image is debian-desktop)")
+    if args.desktop:
+        desktops = {"debian": "debian-desktop", "debian-systemd": "debian-xfce"}
+        if name not in desktops and name not in desktops.values():
+            raise ImageError(
+                f"--desktop: {name} has no desktop (the desktop images are debian-desktop "
+                "and, on systemd, debian-xfce)"
+            )
+        name = desktops.get(name, name)
     return name, suite
 
 

@@ -249,6 +249,7 @@ def build_image(
             disk_sha256=file_sha256(stage / "disk.qcow2"),
             recipe_hash=recipe.recipe_hash(),
             user=recipe.user,
+            ready_command=recipe.ready_command,
             steps=recipe_steps(recipe),
             built_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )

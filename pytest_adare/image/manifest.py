@@ -26,7 +26,7 @@ MANIFEST_NAME = "adare-image.json"
 DISK_FORMATS = ("qcow2", "raw", "vmdk", "vdi", "vhdx", "vpc")
 """Formats QEMU reads as the overlay's backing file (``qemu-img info`` names them so)."""
 OS_NAMES = ("linux", "windows")
-BUILTIN_IMAGES = ("debian", "debian-desktop", "debian-systemd")
+BUILTIN_IMAGES = ("debian", "debian-desktop", "debian-systemd", "debian-xfce")
 DEFAULT_MEMORY_MIB = 512
 
 Progress = Callable[[str], None]

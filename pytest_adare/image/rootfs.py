@@ -308,6 +308,8 @@ KillMode=control-group
 [Install]
 WantedBy=multi-user.target
 """
+LIGHTDM_ROOT_AUTHORITY = "/var/run/lightdm/root/:0"
+"""The X cookie LightDM writes for its X server on :0 (root's; the agent's GUI tools)."""
 # Debian's qemu-guest-agent.service binds to its port's device but is wanted by nothing.
 _QGA_DEVICE = r"dev-virtio\x2dports-org.qemu.guest_agent.0.device"
 
@@ -317,9 +319,9 @@ def systemd_units() -> dict[str, str]:
     return {"adare-sysinit.service": _SYSINIT_UNIT, "adare-agent.service": _AGENT_UNIT}
 
 
-def _install_systemd_layout(overlay: Path) -> None:
-    """The adare units (enabled), qemu-ga pulled in by its port, an ordinary fstab, and
-    the persistent journal's directory."""
+def _install_systemd_layout(recipe: Recipe, rootfs: Path, overlay: Path) -> None:
+    """The adare units (enabled), qemu-ga pulled in by its port, an ordinary fstab, the
+    persistent journal's directory; on a desktop, :func:`_install_xfce_layout`."""
     system = overlay / "etc/systemd/system"
     wants = system / "multi-user.target.wants"
     wants.mkdir(parents=True)
@@ -333,6 +335,40 @@ def _install_systemd_layout(overlay: Path) -> None:
     # journald keeps the journal on disk when this exists (systemd-tmpfiles sets its
     # group and mode at boot).
     (overlay / "var/log/journal").mkdir(parents=True)
+    if recipe.desktop:
+        _install_xfce_layout(recipe, rootfs, overlay)
+
+
+# Where debian-xfce's files go (recipe file -> path in the image).
+_XFCE_PLACES = {
+    "xfce-lightdm.conf": "etc/lightdm/lightdm.conf.d/50-adare.conf",
+    "xfce-keyboards.xml": "etc/xdg/xfce4/xfconf/xfce-perchannel-xml/keyboards.xml",
+    "xfce-xfwm4.xml": "etc/xdg/xfce4/xfconf/xfce-perchannel-xml/xfwm4.xml",
+    "xfce-terminal.desktop": "etc/xdg/autostart/adare-terminal.desktop",
+}
+_PANEL_DEFAULT = "etc/xdg/xfce4/panel/default.xml"
+
+
+def _install_xfce_layout(recipe: Recipe, rootfs: Path, overlay: Path) -> None:
+    """LightDM as the display manager (autologin, the adare hooks), XFCE's defaults for
+    every user, and the panel's default layout taken as the user's (else its first start
+    asks, in a dialog, which layout to use)."""
+    for name, place in _XFCE_PLACES.items():
+        target = overlay / place
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(recipe.script(name))
+    # What an installer writes: the system locale PAM's pam_env reads for each session.
+    (overlay / "etc/default").mkdir(parents=True, exist_ok=True)
+    (overlay / "etc/default/locale").write_text("LANG=C.UTF-8\n")
+    (overlay / "etc/systemd/system/display-manager.service").symlink_to(
+        "/lib/systemd/system/lightdm.service"
+    )
+    # The root's file, not a symlink that could lead out of it: lstat says what it is.
+    panel = rootfs / _PANEL_DEFAULT
+    if panel.is_symlink() or not panel.is_file():
+        raise ImageError(f"xfce4-panel's /{_PANEL_DEFAULT} is missing from the image")
+    channel = overlay / _XFCE_PLACES["xfce-keyboards.xml"].replace("keyboards", "xfce4-panel")
+    shutil.copyfile(panel, channel)
 
 
 def _agent_env(recipe: Recipe, serial_device: str) -> str:
@@ -348,6 +384,8 @@ def _agent_env(recipe: Recipe, serial_device: str) -> str:
         assert recipe.display is not None
         env["DISPLAY"] = ":0"
         env["ADARE_DISPLAY"] = f"{recipe.display[0]}x{recipe.display[1]}"
+        if recipe.init == "systemd":  # LightDM's X server asks for its cookie
+            env["XAUTHORITY"] = LIGHTDM_ROOT_AUTHORITY
     return "".join(f"export {key}='{value}'\n" for key, value in env.items())
 
 
@@ -361,6 +399,8 @@ def install_adare_layout(
     (overlay / "adare/agent").mkdir()
     (overlay / "adare/run").mkdir()
     for name in recipe.scripts:
+        if not name.endswith(".sh"):  # a configuration file, placed by its layout
+            continue
         # A flavour's variant of a hook (sysinit-extra-desktop.sh) installs as the hook.
         script = init_dir / name.replace("-desktop", "")
         script.write_bytes(recipe.script(name))
@@ -372,7 +412,7 @@ def install_adare_layout(
     (overlay / "etc/resolv.conf").symlink_to("/run/resolv.conf")  # replaces the file
     _install_busybox_applets(rootfs, overlay)
     if recipe.init == "systemd":
-        _install_systemd_layout(overlay)
+        _install_systemd_layout(recipe, rootfs, overlay)
         return
     (overlay / "etc/inittab").write_text(inittab(recipe))
     sbin = overlay / "sbin"

@@ -146,7 +146,7 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
         "vm",
         "guest image: an adare-image.json manifest, its directory, a disk image, a recipe "
         "(.toml; one of its suites: recipe.toml@bullseye), or a built-in name (debian, "
-        "debian-desktop, debian-systemd, each with a Debian suite if you like: "
+        "debian-desktop, debian-systemd, debian-xfce, each with a Debian suite if you like: "
         "debian:bullseye); recipes and built-in images "
         "are built on first use and cached. Given several "
         "times (ini: one per line), every VM test runs once per image, its short name in "
@@ -156,8 +156,8 @@ PLUGIN_SPECS: tuple[OptionSpec, ...] = (
         "vdi, vhdx, vpc), a recipe `.toml` "
         "([images](images.md#recipes-your-software-in-the-guest); of several suites: each, "
         "or one as `recipe.toml@bullseye`), or `debian` / `debian-desktop` / "
-        "`debian-systemd`, each with a Debian suite if you like (`debian:bullseye`, "
-        "`debian:trixie`); "
+        "`debian-systemd` / `debian-xfce`, each with a Debian suite if you like "
+        "(`debian:bullseye`, `debian:trixie`); "
         "several: a matrix, every VM test once per image "
         "([matrix](matrix.md))",
         doc_default="none: VM tests skip",

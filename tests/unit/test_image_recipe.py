@@ -67,8 +67,6 @@ def test_the_systemd_image_is_the_console_image_with_systemd_as_pid_1() -> None:
     assert not {"qga-service.sh", "shutdown.sh"} & set(systemd.scripts)
     assert systemd.recipe_hash() != console.recipe_hash()
     assert builtin_recipe("debian-systemd:bullseye").name == "debian-systemd-bullseye"
-    with pytest.raises(ImageError, match="no built-in desktop image runs systemd"):
-        debian_recipe(desktop=True, init="systemd")
     with pytest.raises(ImageError, match="init 'openrc' is not one of busybox, systemd"):
         debian_recipe(init="openrc")
 
@@ -96,6 +94,81 @@ def test_the_systemd_layout_enables_the_adare_units_and_keeps_the_journal(
     assert (overlay / "etc/fstab").read_text().split()[:3] == ["/dev/vda", "/", "ext4"]
     assert (overlay / "var/log/journal").is_dir()
     assert not (overlay / "etc/inittab").exists() and not (overlay / "sbin").exists()
+
+
+def test_the_xfce_image_is_the_desktop_on_systemd_with_lightdm_and_xfce() -> None:
+    desktop, systemd, xfce = (
+        debian_recipe(desktop=True), builtin_recipe("debian-systemd"), builtin_recipe("debian-xfce")
+    )  # fmt: skip
+    assert xfce == debian_recipe(desktop=True, init="systemd")
+    assert (xfce.name, xfce.init, xfce.desktop, xfce.user) == (
+        "debian-xfce",
+        "systemd",
+        True,
+        "user",
+    )
+    # systemd's packages and the console's; like debian-desktop's, no firewall tools.
+    assert set(systemd.packages) - set(xfce.packages) == {"nftables"}
+    assert {
+        "lightdm",
+        "xfwm4",
+        "xfdesktop4",
+        "xfce4-panel",
+        "thunar",
+        "mousepad",
+        "ristretto",
+        "xfce4-terminal",
+        "xdg-user-dirs",
+        "gvfs",
+        "dbus-user-session",
+    } <= set(xfce.packages)
+    # No busybox session: openbox, the scripted session and its respawn are the old desktop's.
+    assert "openbox" not in xfce.packages and not xfce.inittab_extra
+    assert "desktop-session.sh" not in xfce.scripts
+    assert (xfce.kernel_package, xfce.display) == (desktop.kernel_package, desktop.display)
+    assert "net.ifnames=0" in xfce.append.split()
+    assert xfce.ready_command is not None and "xfce4-terminal" in xfce.ready_command
+    # The LightDM hooks are shell scripts sh can read; the config files are in the hash.
+    for name in ("xfce-display.sh", "xfce-session.sh"):
+        subprocess.run(["sh", "-n"], input=xfce.script(name), check=True)
+    changed = recipe_module.replace(xfce, scripts=xfce.scripts[:-1])
+    assert changed.recipe_hash() != xfce.recipe_hash()
+    assert builtin_recipe("debian-xfce:bullseye").name == "debian-xfce-bullseye"
+
+
+def test_the_xfce_layout_makes_lightdm_log_the_user_into_xfce(tmp_path: Path) -> None:
+    rootfs, overlay, bundle = tmp_path / "root", tmp_path / "overlay", tmp_path / "bundle.pyz"
+    (rootfs / "bin").mkdir(parents=True)
+    (rootfs / "bin/busybox").symlink_to(shutil.which("true") or "/bin/true")
+    panel = rootfs / "etc/xdg/xfce4/panel/default.xml"
+    panel.parent.mkdir(parents=True)
+    panel.write_text('<channel name="xfce4-panel" version="1.0"/>\n')
+    bundle.write_bytes(b"PK")
+    overlay.mkdir()
+    xfce = builtin_recipe("debian-xfce")
+    install_adare_layout(xfce, rootfs, overlay, bundle, "/dev/hvc0")
+    conf = (overlay / "etc/lightdm/lightdm.conf.d/50-adare.conf").read_text()
+    assert "autologin-user=user\n" in conf and "autologin-session=xfce\n" in conf
+    assert "session-setup-script=/adare/init/xfce-session.sh" in conf
+    assert (overlay / "etc/systemd/system/display-manager.service").readlink() == Path(
+        "/lib/systemd/system/lightdm.service"
+    )
+    channels = overlay / "etc/xdg/xfce4/xfconf/xfce-perchannel-xml"
+    assert (channels / "xfce4-panel.xml").read_text() == panel.read_text()
+    assert 'name="KeyRepeat" type="bool" value="false"' in (channels / "keyboards.xml").read_text()
+    assert (
+        "Exec=xfce4-terminal" in (overlay / "etc/xdg/autostart/adare-terminal.desktop").read_text()
+    )
+    init = overlay / "adare/init"
+    assert {"xfce-display.sh", "xfce-session.sh"} <= {p.name for p in init.iterdir()}
+    assert not list(init.glob("*.xml")) and not list(init.glob("*.conf"))
+    env = (init / "agent.env").read_text()
+    assert "export XAUTHORITY='/var/run/lightdm/root/:0'" in env and "export DISPLAY=':0'" in env
+    # A root whose panel default is a symlink (or missing) is refused, not followed.
+    panel.unlink()
+    panel.symlink_to("/etc/passwd")
+    with pytest.raises(ImageError, match=r"panel/default\.xml is missing"):
+        install_adare_layout(xfce, rootfs, tmp_path / "overlay2", bundle, "/dev/hvc0")
 
 
 def test_every_built_in_name_has_a_recipe_and_the_other_way_round() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_adare import image_cli
 from pytest_adare.errors import ImageError
 from pytest_adare.file_hash import file_sha256
 from pytest_adare.image.build_failure import build_failure_cause
@@ -220,11 +221,14 @@ def test_the_one_line_form_and_bad_names_on_the_command_line(
     assert main(["build", "debian", "--name", "x"]) == 1
     assert "--name names a one-line recipe" in capsys.readouterr().err
     assert main(["build", "windows"]) == 1
-    assert "(debian, debian-desktop, debian-systemd, each optionally :SUITE" in (
+    assert "(debian, debian-desktop, debian-systemd, debian-xfce, each optionally :SUITE" in (
         capsys.readouterr().err
     )
-    assert main(["build", "debian-systemd", "--desktop"]) == 1
-    assert "--desktop: debian-systemd has no desktop" in capsys.readouterr().err
+    parser = image_cli._parser()
+    for given, built in (("debian-systemd", "debian-xfce"), ("debian", "debian-desktop"),
+                         ("debian-xfce:bullseye", "debian-xfce")):  # fmt: skip
+        args = parser.parse_args(["build", given, "--desktop"])
+        assert image_cli._builtin(args)[0] == built
     assert main(["build", "debian:bullseye", "--suite", "trixie"]) == 1
     assert "names suite 'bullseye' and --suite 'trixie': give one" in capsys.readouterr().err
     one_line = extended_recipe(flattened(load_recipe(write_recipe(tmp_path, (

@@ -56,6 +56,35 @@ _DESKTOP_PACKAGES = (
 # A real install's init (debian-systemd): systemd as PID 1 with journald, logind and udev,
 # the system bus, and PAM sessions registered with logind.
 _SYSTEMD_PACKAGES = ("systemd-sysv", "udev", "dbus", "libpam-systemd")
+# A desktop as an installer leaves it (debian-xfce): LightDM logging the user into XFCE,
+# its file manager, editor, image viewer and terminal, the session bus of systemd --user,
+# gvfs for Thunar's trash, the user's XDG directories. The rest as debian-desktop's: what
+# the agent's GUI tools and the demo dialog use, DejaVu for OCR.
+_XFCE_PACKAGES = (
+    "xserver-xorg-core",
+    "xserver-xorg-input-libinput",
+    "x11-xserver-utils",
+    "lightdm",
+    "lightdm-gtk-greeter",
+    "xfwm4",
+    "xfdesktop4",
+    "xfce4-panel",
+    "xfce4-session",
+    "xfce4-settings",
+    "xfconf",
+    "thunar",
+    "mousepad",
+    "ristretto",
+    "xfce4-terminal",
+    "xdg-user-dirs",
+    "gvfs",
+    "dbus-user-session",
+    "adwaita-icon-theme",
+    "python3-xlib",
+    "python3-pil",
+    "python3-tk",
+    "fonts-dejavu-core",
+)
 INITS = ("busybox", "systemd")
 """``Recipe.init``: busybox ``init`` and the adare scripts (fast), or systemd and units."""
 # nft, so a test can firewall the agent's port for real (issue 5's diagnosis). Its kernel
@@ -118,6 +147,8 @@ class Recipe:
     """A recipe's shell commands, run as root in the finished root file system."""
     files: tuple[FileCopy, ...] = ()
     """A recipe's host files, copied in before the provision commands run."""
+    ready_command: str | None = None
+    """The manifest's ``ready_command``: exits 0 once the image's own start-up is done."""
     init: str = "busybox"
     """PID 1: ``busybox`` (an inittab runs the adare scripts) or ``systemd`` (they run as
     units beside the distribution's own; see :data:`INITS`)."""
@@ -150,6 +181,18 @@ class Recipe:
 _COMMON_SCRIPTS = ("lib.sh", "sysinit.sh", "agent-service.sh", "qga-service.sh", "shutdown.sh")
 # systemd runs qemu-ga from Debian's own unit and has its own shutdown.
 _SYSTEMD_SCRIPTS = ("lib.sh", "sysinit.sh", "agent-service.sh")
+# debian-xfce's LightDM hooks, its XFCE defaults and the autostarted terminal (installed
+# by rootfs.install_adare_layout; listed here so the recipe hash covers them).
+_XFCE_FILES = (
+    "desktop-user.sh",
+    "demo-dialog.sh",
+    "xfce-display.sh",
+    "xfce-session.sh",
+    "xfce-lightdm.conf",
+    "xfce-keyboards.xml",
+    "xfce-xfwm4.xml",
+    "xfce-terminal.desktop",
+)
 # What an older suite calls a package (None: it has none and needs none). Bullseye
 # predates usr-is-merged (its init-system-helpers does not pull in usrmerge) and the
 # split of dbus-daemon out of dbus.
@@ -164,11 +207,20 @@ def _packages(packages: tuple[str, ...], suite: str) -> tuple[str, ...]:
     return tuple(name for name in chosen if name is not None)
 
 
+# debian-xfce is ready once systemd has started everything and the session is up: its
+# desktop drawn and the autostarted terminal running (autostart entries come last). It
+# replaces the systemd wait, so it includes it.
+XFCE_READY = (
+    "systemctl is-system-running --quiet && pgrep -u user -x xfdesktop >/dev/null "
+    "&& pgrep -u user -x xfce4-terminal >/dev/null"
+)
+
 # The built-in names and what each is: (desktop, init).
 _FLAVOURS = {
     "debian": (False, "busybox"),
     "debian-desktop": (True, "busybox"),
     "debian-systemd": (False, "systemd"),
+    "debian-xfce": (True, "systemd"),
 }
 
 
@@ -209,8 +261,6 @@ def debian_recipe(
     systemd as PID 1) recipe of Debian ``suite``."""
     if init not in INITS:
         raise ImageError(f"init {init!r} is not one of {', '.join(INITS)}")
-    if init == "systemd" and desktop:
-        raise ImageError("no built-in desktop image runs systemd")
     if not desktop:
         console = Recipe(
             name=builtin_name(False, suite),
@@ -242,7 +292,7 @@ def debian_recipe(
             scripts=_SYSTEMD_SCRIPTS,
             init=init,
         )
-    return Recipe(
+    desktop_recipe = Recipe(
         name=builtin_name(True, suite),
         suite=suite,
         packages=_packages(_CONSOLE_PACKAGES + _DESKTOP_PACKAGES, suite),
@@ -269,4 +319,19 @@ def debian_recipe(
             f"/usr/lib/x86_64-linux-gnu/{name}"
             for name in ("dri/*", "libLLVM*", "libz3.so*", "libgs.so*", "libx265.so*", "libaom.so*")
         ),
+    )
+    if init == "busybox":
+        return desktop_recipe
+    # XFCE on systemd: the desktop's kernel, modules and screen, a real install's packages
+    # and LightDM's autologin instead of the scripted session (udev is systemd's).
+    return replace(
+        desktop_recipe,
+        name=builtin_name(True, suite, init),
+        packages=_packages(_CONSOLE_PACKAGES + _SYSTEMD_PACKAGES + _XFCE_PACKAGES, suite),
+        append=f"{desktop_recipe.append} net.ifnames=0",
+        memory_mib=1024,
+        scripts=_SYSTEMD_SCRIPTS + _XFCE_FILES,
+        inittab_extra=(),
+        init=init,
+        ready_command=XFCE_READY,
     )
