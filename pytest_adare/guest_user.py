@@ -76,9 +76,9 @@ print(json.dumps({"name": name, "uid": entry.pw_uid, "gid": entry.pw_gid, "home"
 SESSIONS_SCRIPT = (
     "command -v loginctl >/dev/null && [ -d /run/systemd/system ] || exit 3; "
     "for id in $(loginctl list-sessions --no-legend | awk '{print $1}'); do "
-    'loginctl show-session "$id" -p Id -p Name -p User -p Type -p Class -p Seat '
-    "-p State -p Remote -p Service -p Display -p Leader -p Timestamp; "
-    'echo "Epoch=$(date -d "$(loginctl show-session "$id" -p Timestamp --value)" +%s)"; '
+    'block=$(loginctl show-session "$id" -p Id -p Name -p User -p Type -p Class -p Seat '
+    '-p State -p Remote -p Service -p Display -p Leader -p Timestamp); echo "$block"; '
+    """echo "Epoch=$(date -d "$(echo "$block" | sed -n 's/^Timestamp=//p')" +%s)"; """
     "echo; done"
 )
 NO_LOGIND = 3

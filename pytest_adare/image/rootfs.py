@@ -339,11 +339,13 @@ def _install_systemd_layout(recipe: Recipe, rootfs: Path, overlay: Path) -> None
         _install_xfce_layout(recipe, rootfs, overlay)
 
 
-# Where debian-xfce's files go (recipe file -> path in the image).
+# Where debian-xfce's files go (recipe file -> path in the image); xfconf's defaults for
+# every user are its channels in _XFCONF.
+_XFCONF = "etc/xdg/xfce4/xfconf/xfce-perchannel-xml"
 _XFCE_PLACES = {
     "xfce-lightdm.conf": "etc/lightdm/lightdm.conf.d/50-adare.conf",
-    "xfce-keyboards.xml": "etc/xdg/xfce4/xfconf/xfce-perchannel-xml/keyboards.xml",
-    "xfce-xfwm4.xml": "etc/xdg/xfce4/xfconf/xfce-perchannel-xml/xfwm4.xml",
+    "xfce-keyboards.xml": f"{_XFCONF}/keyboards.xml",
+    "xfce-xfwm4.xml": f"{_XFCONF}/xfwm4.xml",
     "xfce-terminal.desktop": "etc/xdg/autostart/adare-terminal.desktop",
 }
 _PANEL_DEFAULT = "etc/xdg/xfce4/panel/default.xml"
@@ -367,8 +369,7 @@ def _install_xfce_layout(recipe: Recipe, rootfs: Path, overlay: Path) -> None:
     panel = rootfs / _PANEL_DEFAULT
     if panel.is_symlink() or not panel.is_file():
         raise ImageError(f"xfce4-panel's /{_PANEL_DEFAULT} is missing from the image")
-    channel = overlay / _XFCE_PLACES["xfce-keyboards.xml"].replace("keyboards", "xfce4-panel")
-    shutil.copyfile(panel, channel)
+    shutil.copyfile(panel, overlay / _XFCONF / "xfce4-panel.xml")
 
 
 def _agent_env(recipe: Recipe, serial_device: str) -> str:

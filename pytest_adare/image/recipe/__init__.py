@@ -210,9 +210,11 @@ def _packages(packages: tuple[str, ...], suite: str) -> tuple[str, ...]:
 # debian-xfce is ready once systemd has started everything and the session is up: its
 # desktop drawn and the autostarted terminal running (autostart entries come last). It
 # replaces the systemd wait, so it includes it.
+DESKTOP_USER = "user"
+"""The built-in desktops' user (uid 1000; xfce-lightdm.conf logs it in)."""
 XFCE_READY = (
-    "systemctl is-system-running --quiet && pgrep -u user -x xfdesktop >/dev/null "
-    "&& pgrep -u user -x xfce4-terminal >/dev/null"
+    f"systemctl is-system-running --quiet && pgrep -u {DESKTOP_USER} -x xfdesktop >/dev/null "
+    f"&& pgrep -u {DESKTOP_USER} -x xfce4-terminal >/dev/null"
 )
 
 # The built-in names and what each is: (desktop, init).
@@ -312,7 +314,7 @@ def debian_recipe(
             "desktop-user.sh",
         ),
         inittab_extra=("::respawn:/adare/init/desktop-session.sh",),
-        user="user",
+        user=DESKTOP_USER,
         # Mesa's GL drivers and LLVM (GLX: unused), and what only imlib2's image loaders
         # dlopen (PostScript, HEIF/AV1 codecs): ~220 MB that no test reads.
         dpkg_excludes=tuple(
