@@ -3,12 +3,15 @@ findings are scored against it.
 
 The user deletes a document in the file manager, or opens it in the editor (the recipe
 image of test_file_manager.py); the test says what Dissect's ``trash`` and
-``recentlyused`` plugins must report, exports the disk once and scores each
-``--adare-tool`` version (``--adare-tool=dissect.target==3.23.1
---adare-tool=dissect.target==3.25.1``; without it the installed version). The Sleuth
+``recentlyused`` plugins must report (on the XFCE desktop, ``debian-xfce``: what its
+``wtmp`` and ``journal`` plugins must report of the display manager's login), exports
+the disk once and scores each ``--adare-tool`` version
+(``--adare-tool=dissect.target==3.23.1 --adare-tool=dissect.target==3.25.1``; without
+it the installed version). The Sleuth
 Kit's ``fls`` is scored against the file system diff. The report holds the table.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -89,3 +92,35 @@ def test_the_file_opened_in_the_editor_is_in_dissects_recently_used(
     disk = adare_guest_vm.export_disk(tmp_path / "disk.raw")
     for tool, score in ground_truth.validate(tool_analysis.recently_used, disk).items():
         assert [o.verdict for o in score.outcomes] == ["found"], (tool, score.outcomes)
+
+
+@pytest.mark.adare_vm(image="debian-xfce", gui=True)
+def test_the_display_managers_login_is_in_dissects_wtmp_and_journal(
+    guest: Guest, adare_guest_vm: VM, ground_truth: ToolValidation, tmp_path: Path
+) -> None:
+    # The truth is logind's: the session LightDM opened at boot, and when.
+    session = guest.user.session()
+    assert session is not None and session.started is not None, "no logind session"
+    opened = session.started
+    # LightDM writes the wtmp record once the session's setup script ran, just before the
+    # session's program starts: seconds after logind's time under TCG.
+    ground_truth.expect("wtmp", ut_type="USER_PROCESS", ut_user=session.user, ut_line="tty7",
+                        ut_host=session.display, ts=opened, tolerance=60)  # fmt: skip
+    ground_truth.expect("journal", syslog_identifier="systemd-logind",
+                        message=f"New session {session.id} of user {session.user}.",
+                        ts=opened, tolerance=5)  # fmt: skip
+    # PAM's line says it in its own words; its text is what journalctl reads, its time
+    # is again logind's.
+    lightdm = guest.journal(identifier="lightdm", since=opened - timedelta(seconds=30))
+    pam = [
+        e.message
+        for e in lightdm
+        if "session opened for user" in e.message and session.service in e.message
+    ]
+    assert pam, "journalctl shows no PAM line for the login"
+    ground_truth.expect("journal", syslog_identifier="lightdm", message=pam[0], ts=opened,
+                        tolerance=5)  # fmt: skip
+
+    disk = adare_guest_vm.export_disk(tmp_path / "disk.raw")
+    for tool, score in ground_truth.validate(tool_analysis.login, disk).items():
+        assert [o.verdict for o in score.outcomes] == ["found"] * 3, (tool, score.outcomes)

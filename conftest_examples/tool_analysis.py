@@ -18,3 +18,9 @@ def trash(target: Any) -> dict[str, Any]:
 def recently_used(target: Any) -> dict[str, Any]:
     """recently-used.xbel (fields ts, user, href, added, modified, visited, mimetype)."""
     return {"recentlyused": target.recently_used()}
+
+
+def login(target: Any) -> dict[str, Any]:
+    """The login records of a systemd desktop: ``/var/log/wtmp`` (fields ts, ut_type,
+    ut_user, ut_line, ut_host, ...) and the journal (ts, message, syslog_identifier, ...)."""
+    return {"wtmp": target.wtmp(), "journal": target.journal()}

@@ -30,7 +30,7 @@ from pytest_adare.image.build import PhaseClock
 from pytest_adare.image.build_failure import NO_NETWORK
 from pytest_adare.image.manifest import ImageManifest, write_manifest
 from pytest_adare.image.recipe_build import Progress, base_identity
-from pytest_adare.image.recipe_file import ImageRecipe
+from pytest_adare.image.recipe_file import ImageRecipe, enable_command
 from pytest_adare.vm import VM
 from pytest_adare.vm_options import VMOptions
 
@@ -178,6 +178,23 @@ def run_provision(guest: Guest, recipe: ImageRecipe) -> None:
             )
 
 
+def enable_services(guest: Guest, recipe: ImageRecipe) -> None:
+    """``systemctl enable`` the recipe's units in the booted base.
+
+    :raise ImageError: the base has no systemd, or systemctl failed (its output)."""
+    if not guest.shell("command -v systemctl").ok:
+        raise ImageError(
+            f"recipe {recipe.path}: 'services' needs a systemd guest; {recipe.base} has no "
+            "systemctl"
+        )
+    done = guest.shell(enable_command(recipe.services), timeout=INSTALL_TIMEOUT)
+    if not done.ok:
+        raise ImageError(
+            f"systemctl enable {' '.join(recipe.services)} failed with exit code "
+            f"{done.returncode}\n{_tail(done)}"
+        )
+
+
 def trace_removal(run_dir: str, pm: PackageManager | None) -> str:
     """The shell script that removes the build's traces and powers the guest off."""
     clean = pm.clean if pm is not None else ":"
@@ -210,6 +227,9 @@ def _steps(vm: VM, recipe: ImageRecipe, clock: PhaseClock) -> None:
     if recipe.provision:
         with clock.phase("provision", f"{len(recipe.provision)} command(s)"):
             run_provision(guest, recipe)
+    if recipe.services:
+        with clock.phase("services", " ".join(recipe.services)):
+            enable_services(guest, recipe)
     guest.shell(trace_removal(str(vm.layout.run_dir), pm), background=True)
 
 

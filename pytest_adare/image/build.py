@@ -137,6 +137,7 @@ def recipe_steps(recipe: Recipe) -> dict[str, Any] | None:
         "install": [p for p in recipe.packages if p not in base.packages],
         "files": [copy.hashed() for copy in recipe.files],
         "provision": list(recipe.provision),
+        **({"services": list(recipe.services)} if recipe.services else {}),
     }
 
 

@@ -1,8 +1,9 @@
 """Why an image build failed, in one sentence, read from its log (pure: text in).
 
 The log holds mmdebstrap's and apt's output and the marker lines a failing provision
-step or file copy leaves (:data:`~pytest_adare.image.rootfs.STEP_FAILED`,
-:data:`~pytest_adare.image.rootfs.FILE_FAILED`); the error that reaches
+step, file copy or ``systemctl enable`` leaves
+(:data:`~pytest_adare.image.rootfs.STEP_FAILED`, :data:`~pytest_adare.image.rootfs.FILE_FAILED`,
+:data:`~pytest_adare.image.rootfs.SERVICES_FAILED`); the error that reaches
 the user leads with what this finds and is followed by the log's tail.
 """
 
@@ -23,6 +24,9 @@ _KEPT_INIT = re.compile(
 )
 _STEP = re.compile(r"adare-recipe: provision step (\d+) failed with exit code (\d+)")
 _FILE = re.compile(r"(?:^|\n)(.*)\nadare-recipe: copying files\[\d+\] to (.+) failed")
+_SERVICES = re.compile(
+    r"(?:^|\n)(.*)\nadare-recipe: systemctl enable of the services failed with exit code (\d+)"
+)
 NO_NETWORK = re.compile(
     r"Temporary failure resolving|Could not resolve|Could not connect to|"
     r"Failed to fetch .*(?:Connection|resolv|timed out)|Network is unreachable"
@@ -56,6 +60,11 @@ def build_failure_cause(log: str, recipe: Recipe, mirror: str) -> str | None:
         index, code = int(found.group(1)), found.group(2)
         step = recipe.provision[index - 1] if 0 < index <= len(recipe.provision) else "?"
         return f"provision step {index} ({step!r}) failed with exit code {code}"
+    if found := _SERVICES.search(log):
+        return (
+            f"systemctl enable {' '.join(recipe.services)} failed with exit code "
+            f"{found.group(2)}: {found.group(1)}"
+        )
     if found := _FILE.search(log):
         return f"copying a recipe's file to {found.group(2)} in the image failed: {found.group(1)}"
     if NO_NETWORK.search(log):

@@ -77,12 +77,18 @@ def flattened(recipe: ImageRecipe) -> ImageRecipe:
         install=tuple(dict.fromkeys(p for r in steps for p in r.install)),
         provision=tuple(step for r in steps for step in r.provision),
         files=tuple(copy for r in steps for copy in r.files),
+        services=tuple(dict.fromkeys(unit for r in steps for unit in r.services)),
     )
 
 
 def extended_recipe(recipe: ImageRecipe) -> Recipe:
     """The built-in recipe of ``recipe``'s base with its steps added (built in one go)."""
     base = builtin_recipe(recipe.base)
+    if recipe.services and base.init != "systemd":
+        raise ImageError(
+            f"recipe {recipe.path}: 'services' needs a systemd base (debian-systemd, "
+            f"debian-xfce); {recipe.base} boots {base.init} init"
+        )
     extra = tuple(p for p in recipe.install if p not in base.packages)
     return replace(
         base,
@@ -90,6 +96,7 @@ def extended_recipe(recipe: ImageRecipe) -> Recipe:
         packages=base.packages + extra,
         provision=recipe.provision,
         files=recipe.files,
+        services=recipe.services,
     )
 
 

@@ -19,9 +19,11 @@ own hash. ``recipe.toml@bullseye`` names one of them; ``--adare-vm=recipe.toml``
 matrix over all (:func:`recipe_variants`), with ids ``recipe-bullseye``,
 ``recipe-bookworm``.
 
-The steps run in this order: packages, files, provision commands. Everything a build
-depends on is read here, up front, so bad input fails before anything is built:
-an unknown key, a missing copied file or base, a package name that is not one.
+The steps run in this order: packages, files, provision commands, then ``systemctl
+enable`` of the units ``services = ["web.service"]`` names (a systemd base only; systemd
+starts them at every boot). Everything a build depends
+on is read here, up front, so bad input fails before anything is built: an unknown key,
+a missing copied file or base, a package or unit name that is not one.
 
 What a recipe may reach on the host is decided here too: a copied file lies inside the
 recipe's directory (after symlinks; never an absolute path or ``..``), and a
@@ -37,6 +39,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import stat
 import sys
 from collections.abc import Mapping, Sequence
@@ -63,12 +66,19 @@ MAX_RECIPE_BYTES = 1 << 20
 SHOWN_CHARS = 80
 """How much of a bad value an error quotes."""
 MAX_GUEST_PATH = 4096
-RECIPE_KEYS = ("base", "name", "install", "provision", "files")
+RECIPE_KEYS = ("base", "name", "install", "provision", "files", "services")
+MAX_SERVICES = 64
 FILE_KEYS = ("source", "dest", "owner", "mode")
 # Debian, RPM and pacman package names (and apt's name=version, name/suite): never a
 # shell word that does something else, since the names reach the guest's shell.
 _PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9+._:~=/-]*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# A unit systemctl can enable (systemd.unit(5): name[@instance].type), never an option or
+# a path: the names reach the guest's shell and systemctl's argument list.
+_UNIT = re.compile(
+    r"[A-Za-z0-9:_][A-Za-z0-9:_.\\-]*(@[A-Za-z0-9:_.\\-]*)?"
+    r"\.(service|socket|timer|path|target|mount|automount|swap)"
+)
 _OWNER = re.compile(r"[a-z_][a-z0-9_-]*(:[a-z_][a-z0-9_-]*)?|[0-9]+(:[0-9]+)?")
 
 
@@ -101,6 +111,8 @@ class ImageRecipe:
     files: tuple[FileCopy, ...] = ()
     path: Path | None = field(default=None, compare=False)
     """The recipe file (None for the one-line ``adare-image build`` form)."""
+    services: tuple[str, ...] = ()
+    """systemd units ``systemctl enable`` turns on once the other steps ran."""
 
     @property
     def builtin_base(self) -> str | None:
@@ -110,11 +122,14 @@ class ImageRecipe:
 
     def steps(self) -> dict[str, Any]:
         """The steps as plain data: what the manifest records and the hash covers."""
-        return {
+        steps: dict[str, Any] = {
             "install": list(self.install),
             "provision": list(self.provision),
             "files": [copy.hashed() for copy in self.files],
         }
+        if self.services:  # absent when empty: the hashes of recipes without any stay
+            steps["services"] = list(self.services)
+        return steps
 
     def image_hash(self, base_identity: str) -> str:
         """A short sha256 of the base's identity (disk sha256 or recipe hash) and every step."""
@@ -199,6 +214,31 @@ def check_packages(packages: Sequence[str], source: Path | str) -> tuple[str, ..
         if not _PACKAGE.fullmatch(package):
             raise ImageError(f"recipe {source}: {shown(package)} is not a package name")
     return tuple(packages)
+
+
+def check_services(units: Sequence[str], source: Path | str) -> tuple[str, ...]:
+    """:raise ImageError: more than :data:`MAX_SERVICES`, or a name that is not a
+    systemd unit's (names it)."""
+    if len(units) > MAX_SERVICES:
+        raise ImageError(f"recipe {source}: 'services' lists at most {MAX_SERVICES} units")
+    for unit in units:
+        if not _UNIT.fullmatch(unit):
+            raise ImageError(
+                f"recipe {source}: {shown(unit)} is not a systemd unit name "
+                "(NAME.service, NAME.timer, NAME.socket, ...)"
+            )
+    return tuple(dict.fromkeys(units))
+
+
+def enable_command(units: Sequence[str]) -> str:
+    """The shell command that enables ``units`` (their names checked already): offline
+    (``--root=/``: the links of each unit's ``[Install]`` section, no systemd needed to
+    answer), the same in a build root and in a booted base.
+
+    >>> enable_command(["nginx.service", "backup.timer"])
+    'systemctl --root=/ enable -- nginx.service backup.timer'
+    """
+    return shlex.join(["systemctl", "--root=/", "enable", "--", *units])
 
 
 def _bases(data: Mapping[str, Any], source: Path) -> tuple[str, ...] | None:
@@ -423,4 +463,5 @@ def load_recipe(path: str | Path) -> ImageRecipe:
         provision=_strings(data, "provision", source),
         files=_file_copies(data, source),
         path=source,
+        services=check_services(_strings(data, "services", source), source),
     )

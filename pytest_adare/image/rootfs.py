@@ -27,7 +27,7 @@ from pytest_adare.errors import ImageError, format_tail
 from pytest_adare.file_hash import stream_sha256
 from pytest_adare.image.initrd import module_load_order
 from pytest_adare.image.recipe import Recipe
-from pytest_adare.image.recipe_file import FileCopy, open_source
+from pytest_adare.image.recipe_file import FileCopy, enable_command, open_source
 from pytest_adare.image.userns import BuildPrivilege
 
 # Leave out what nobody reads inside a test guest.
@@ -112,6 +112,8 @@ KEEP_INIT_PATH = "etc/apt/preferences.d/adare-keep-init"
 STEP_FAILED = "adare-recipe: provision step {index} failed with exit code"
 """The line a failing provision step leaves in the build log (the error quotes it)."""
 FILE_FAILED = "adare-recipe: copying files[{index}] to {dest} failed"
+SERVICES_FAILED = "adare-recipe: systemctl enable of the services failed with exit code"
+"""The line a failing ``systemctl enable`` of a recipe's ``services`` leaves in the log."""
 """The line a file that could not be copied in leaves in the build log."""
 SANDBOX = Path(__file__).with_name("sandbox_enter.py")
 
@@ -174,7 +176,7 @@ def _recipe_hooks(recipe: Recipe, scratch: Path, python: str) -> list[str]:
         script = scratch / "desktop-user.sh"
         script.write_bytes(recipe.script("desktop-user.sh"))
         hooks.append(f'chroot "$1" /bin/sh -s {shlex.quote(recipe.user)} < {script}')
-    if not recipe.files and not recipe.provision:
+    if not recipe.files and not recipe.provision and not recipe.services:
         return hooks
     shutil.copyfile(SANDBOX, scratch / SANDBOX.name)
     if recipe.files:
@@ -191,6 +193,15 @@ def _recipe_hooks(recipe: Recipe, scratch: Path, python: str) -> list[str]:
         failed = STEP_FAILED.format(index=index)
         run = _sandboxed(scratch, python, [script], ["/bin/sh", "/proc/self/fd/3"])
         hooks.append(f'{run}; rc=$?; if [ "$rc" -ne 0 ]; then echo "{failed} $rc"; exit "$rc"; fi')
+    if recipe.services:
+        # Offline, as in a distribution's own image build: systemctl follows each unit's
+        # [Install] section and makes the links; systemd starts them at every boot.
+        script = scratch / "services.sh"
+        script.write_text(enable_command(recipe.services) + "\n")
+        run = _sandboxed(scratch, python, [script], ["/bin/sh", "/proc/self/fd/3"])
+        hooks.append(
+            f'{run}; rc=$?; if [ "$rc" -ne 0 ]; then echo "{SERVICES_FAILED} $rc"; exit "$rc"; fi'
+        )
     return hooks
 
 

@@ -1,12 +1,11 @@
 """A recipe over a disk that is not built in: boot it, run the steps, keep a clean layer.
 
 The base is ``bios-qga`` from ``distro_disks.py`` (the cheapest: systemd, QGA, no
-cloud-init). One recipe installs a package with the guest's apt, copies a file and
-runs commands; its image is a qcow2 layer over the base, and a fresh VM of it has the
-software and no trace of the build; in it, with no way off its link, the build's install
-step says the guest has no network. One recipe fails at its second step. Three boots of
-the base in all (≈ 40 s each under TCG); run beside the rest by ``scripts/test``
-like test_own_images.py.
+cloud-init). One recipe installs a package with the guest's apt, copies a file and a
+unit, runs commands and enables the unit; its image is a qcow2 layer over the base, and
+a fresh VM of it has the software, the unit started, and no trace of the build; in it,
+with no way off its link, the build's install step says the guest has no network. One
+recipe fails at its second step. Three boots of the base in all (≈ 40 s each under TCG).
 """
 
 from __future__ import annotations
@@ -46,21 +45,28 @@ def test_a_recipe_over_a_distro_disk_is_a_clean_layer(
     base_disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "motd").write_text("built by a recipe\n")
+    (tmp_path / "booted.service").write_text(
+        "[Service]\nType=oneshot\nRemainAfterExit=yes\n"
+        "ExecStart=/bin/sh -c 'uptime > /run/booted'\n[Install]\nWantedBy=multi-user.target\n"
+    )
     recipe = tmp_path / "with-hello.toml"
     recipe.write_text(
         f'base = "{base_disk}"\ninstall = ["hello"]\n'
         f'provision = ["echo {MARKER}-stdout", "logger {MARKER}-journal", '
         f'"echo {MARKER} > /root/provisioned"]\n'
+        'services = ["booted.service"]\n'
         '[[files]]\nsource = "motd"\ndest = "/etc/motd"\nmode = "0644"\n'
+        '[[files]]\nsource = "booted.service"\ndest = "/etc/systemd/system/booted.service"\n'
     )
     built = adare_image(str(recipe), cache=tmp_path / "cache")
     assert built.returncode == 0, built.stdout + built.stderr
-    for phase in ("boot", "install", "files", "provision", "poweroff", "disk"):
+    for phase in ("boot", "install", "files", "provision", "services", "poweroff", "disk"):
         assert f" {phase} " in built.stdout
     manifest_path = Path(built.stdout.strip().splitlines()[-1])
     data = json.loads(manifest_path.read_text())
     assert data["base_sha256"] == file_sha256(base_disk)
     assert data["steps"]["install"] == ["hello"]
+    assert data["steps"]["services"] == ["booted.service"]
     info = json.loads(subprocess.run(
         ["qemu-img", "info", "--output=json", str(manifest_path.parent / "disk.qcow2")],
         capture_output=True, text=True, check=True,
@@ -78,6 +84,10 @@ def test_a_recipe_over_a_distro_disk_is_a_clean_layer(
         assert guest.succeed("cat /etc/motd /root/provisioned") == (
             f"built by a recipe\n{MARKER}\n"
         )
+        # The recipe's unit was enabled in the booted base and started at this boot.
+        guest.wait_for_unit("booted.service", timeout=60)
+        assert guest.succeed("systemctl is-enabled booted.service").strip() == "enabled"
+        assert "load average" in guest.succeed("cat /run/booted")
         # No trace of the build: its agent, logs, history and package caches are gone.
         assert MARKER not in vm.agent_log_tail(1000)
         assert MARKER not in "\n".join(vm.console_tail(1000))

@@ -5,7 +5,7 @@ e2fsprogs' ``debugfs``.
 
 One VM for the module (built on first use; ``scripts/test`` builds it beside the checks),
 and one of a recipe on it: nginx as Debian ships it (``data/nginx-systemd.toml``), whose
-own unit starts it at boot.
+own unit starts it at boot, and the recipe's own unit, enabled by its ``services``.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def test_the_journal_is_on_the_disk_an_examiner_exports(vm: VM, tmp_path: Path) 
     assert f"disk-{token}".encode() in dumped.read_bytes()
 
 
-def test_a_recipes_service_starts_from_its_own_unit(tmp_path: Path) -> None:
+def test_a_recipes_services_start_from_their_units(tmp_path: Path) -> None:
     with launch(NGINX, workdir=tmp_path / "vm", progress=None) as web:
         web.guest.wait_for_unit("nginx.service", timeout=WAIT)
         page = web.guest.wait_until_succeeds("wget -q -O - http://127.0.0.1/", timeout=WAIT)
@@ -119,3 +119,12 @@ def test_a_recipes_service_starts_from_its_own_unit(tmp_path: Path) -> None:
         assert enabled == "enabled"
         started = [e.message for e in web.guest.journal(unit="nginx.service")]
         assert any("Started nginx.service" in message for message in started), started
+        # The recipe's own unit: copied in, enabled by `services`, started by systemd.
+        web.guest.wait_for_unit("report-server.service", timeout=WAIT)
+        report = web.guest.wait_until_succeeds("wget -q -O - http://127.0.0.1:8081/",
+                                               timeout=WAIT)  # fmt: skip
+        assert "Quarterly report: numbers 1 2 3" in report.stdout
+        assert web.guest.succeed("systemctl is-enabled report-server.service").strip() == "enabled"
+        wants = web.guest.succeed("readlink /etc/systemd/system/multi-user.target.wants/"
+                                  "report-server.service").strip()  # fmt: skip
+        assert wants == "/etc/systemd/system/report-server.service"

@@ -152,6 +152,8 @@ class Recipe:
     init: str = "busybox"
     """PID 1: ``busybox`` (an inittab runs the adare scripts) or ``systemd`` (they run as
     units beside the distribution's own; see :data:`INITS`)."""
+    services: tuple[str, ...] = ()
+    """A recipe's systemd units, enabled once its provision commands ran (systemd only)."""
 
     def script(self, name: str) -> bytes:
         """The bytes of one recipe file in this package."""
