@@ -110,6 +110,34 @@ def test_the_journal_is_on_the_disk_an_examiner_exports(vm: VM, tmp_path: Path) 
     assert f"disk-{token}".encode() in dumped.read_bytes()
 
 
+# docs/forensics.md, "The agent's footprint": what the harness's own calls add to the
+# journal of a systemd guest (identifier, message). Everything else is the scenario's.
+JOURNAL_FOOTPRINT = {("qemu-ga", "info: guest-fsfreeze called")}
+
+
+def test_the_harness_calls_add_only_the_documented_lines_to_the_journal(
+    vm: VM, tmp_path: Path
+) -> None:
+    guest = vm.guest
+    since = guest.now()
+    guest.succeed("true")
+    guest.user.run("id").check()
+    guest.fs_snapshot("/etc")
+    (tmp_path / "note.txt").write_text("a note\n")
+    guest.push(tmp_path / "note.txt", "/root/note.txt")
+    guest.pull("/etc/hostname", tmp_path / "hostname")
+    guest.journal(limit=5)
+    vm.export_disk(tmp_path / "disk.raw")
+    # The guest's own timers (apt-daily, dpkg-db-backup, ...) may fire meanwhile: theirs.
+    timers = guest.succeed("systemctl list-timers --all --no-legend --plain")
+    scheduled = {line.split()[-1] for line in timers.splitlines() if line.strip()}
+    added = {
+        (e.identifier, e.message) for e in guest.journal(since=since, limit=1000)
+        if e.unit not in scheduled and not any(unit in e.message for unit in scheduled)
+    }  # fmt: skip
+    assert added == JOURNAL_FOOTPRINT
+
+
 def test_a_recipes_services_start_from_their_units(tmp_path: Path) -> None:
     with launch(NGINX, workdir=tmp_path / "vm", progress=None) as web:
         web.guest.wait_for_unit("nginx.service", timeout=WAIT)
