@@ -2,9 +2,10 @@
 
 The plugin hands every ``playbook.yml`` it is shown to :class:`ExperimentFile` with the
 session's ``adare_environments`` mapping and images. Each environment of the
-experiment's ``metadata.yml`` that is mapped becomes one item on its image; one that is
-not is a skipped item naming the line to add; an experiment without environments runs
-on each ``--adare-vm`` image. An item is a :class:`pytest.Function` using the ``guest``,
+experiment's ``metadata.yml`` that is mapped becomes one item on its image; one named
+like a built-in image (``debian-xfce``) runs on it unless the mapping says otherwise;
+any other is a skipped item naming the line to add; an experiment without environments
+runs on each ``--adare-vm`` image. An item is a :class:`pytest.Function` using the ``guest``,
 ``adare_checks`` and ``adare_artifacts`` fixtures, so markers, ``-k``, xdist,
 ``--adare-keep``, the failure film and ``--adare-pause-on-fail`` apply as to any VM
 test. A playbook that cannot be read is an item that fails with the file, line and
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pytest_adare.image.manifest import BUILTIN_IMAGES
 from pytest_adare.playbook.errors import PlaybookError
 from pytest_adare.playbook.load import GUI_ACTIONS, Experiment, load_experiment, uses
 from pytest_adare.playbook.runner import run_playbook
@@ -75,6 +77,8 @@ class ExperimentFile(pytest.File):
         runs: list[tuple[str | None, str | None, str | None]] = []
         for environment in experiment.environments:
             image = self.environments.get(environment)
+            if image is None and environment in BUILTIN_IMAGES:
+                image = environment
             reason = None
             if image is None:
                 reason = (

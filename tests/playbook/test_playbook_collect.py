@@ -50,3 +50,24 @@ def test_a_bad_mapping_line_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nadare_environments =\n    win11 debian\n")
     result = pytester.runpytest("--collect-only")
     assert "ini key adare_environments: 'win11 debian' is not NAME = IMAGE" in result.stderr.str()
+
+
+def test_an_environment_named_like_a_built_in_image_runs_on_it_unless_mapped(
+    pytester: pytest.Pytester,
+) -> None:
+    experiment(pytester, "desktop", "environments: [debian-xfce, debian-systemd, win11]\n")
+    pytester.makeini("[pytest]\nadare_environments =\n    debian-systemd = debian:bullseye\n")
+    pytester.makeconftest(
+        "import pytest\n"
+        "def pytest_collection_modifyitems(items):\n"
+        "    for item in items:\n"
+        "        images = [m.kwargs.get('image') for m in item.iter_markers('adare_vm')]\n"
+        "        skips = [m.kwargs['reason'] for m in item.iter_markers('skip')]\n"
+        "        print('ITEM', item.name, [i for i in images if i], skips)\n"
+    )  # fmt: skip
+    result = pytester.runpytest("--collect-only", "-q", "-s", "experiments")
+    lines = result.stdout.lines
+    assert "ITEM desktop[debian-xfce] ['debian-xfce'] []" in lines
+    assert "ITEM desktop[debian-systemd] ['debian:bullseye'] []" in lines  # the mapping wins
+    assert ("ITEM desktop[win11] [] ['environment win11 is not mapped: add \"win11 = IMAGE\" "
+            "to adare_environments']") in lines  # fmt: skip

@@ -1,0 +1,74 @@
+"""The systemd images' start-up beside the busybox console image's, in one run.
+
+For each image (``debian``: busybox init, the alternative; ``debian-systemd``;
+``debian-xfce``: LightDM's autologin into XFCE) it times ``--cold`` boots with
+``warm="off"`` (boot, systemd or init, the agent, on the desktop the session, until the
+ready command says so) and ``--warm`` starts from the ready state a first cold boot
+saved, and prints one JSON object with each image's medians (QEMU's start to the first
+tool answered, as ``bench/warm_start.py`` counts it), the phases of the last start,
+and the image's disk size and memory.
+
+Run: ``python bench/real_installs.py [--cold 1] [--warm 3] [--images debian,debian-systemd]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from warm_start import one_start
+
+from pytest_adare.image.resolve import resolve_image
+
+IMAGES = ("debian", "debian-systemd", "debian-xfce")
+
+
+def image_facts(image: str) -> dict[str, Any]:
+    manifest = resolve_image(image)
+    return {
+        "disk_mib": round(Path(manifest.disk).stat().st_size / 2**20, 1),
+        "memory_mib": manifest.memory_mib,
+    }
+
+
+def measure(image: str, cold: int, warm: int, root: Path) -> dict[str, Any]:
+    one_start(image, "auto", root / "prime")  # saves the ready state when none is cached
+    colds = [one_start(image, "off", root / f"cold-{i}") for i in range(cold)]
+    warms = [one_start(image, "auto", root / f"warm-{i}") for i in range(warm)]
+    first_tool = "qemu_start_to_first_tool_s"
+    return {
+        **image_facts(image),
+        "cold": {
+            "median_qemu_start_to_first_tool_s": statistics.median(r[first_tool] for r in colds),
+            "phases": colds[-1]["phases"],
+        },
+        "warm": {
+            "median_qemu_start_to_first_tool_s": statistics.median(r[first_tool] for r in warms),
+            "phases": warms[-1]["phases"],
+        },
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cold", type=int, default=1, help="cold boots per image")
+    parser.add_argument("--warm", type=int, default=3, help="warm starts per image")
+    parser.add_argument("--images", default=",".join(IMAGES))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="adare-bench-installs-") as tmp:
+        results = {
+            image: measure(image, args.cold, args.warm, Path(tmp) / image)
+            for image in args.images.split(",")
+        }
+    json.dump({"images": results}, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
