@@ -15,6 +15,7 @@ broken (:class:`VMBroken`).
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import tempfile
 import time
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from adare_guest.tool_names import GET_STATUS
 from pytest_adare.errors import AdareError, ImageError, InfrastructureError
+from pytest_adare.interactive.registry import SOCKET_PATH_MAX
 from pytest_adare.plugin.options import VMRequest
 from pytest_adare.vm_options import READY_TAG, VMOptions
 
@@ -313,6 +315,21 @@ class VMPool:
         return hints
 
 
+KEPT_SOCKET_NAME = "agent-serial.sock"
+"""The longest name among a kept machine's sockets (``qmp.sock``, ``qga.sock``, this)."""
+
+
+def kept_sockets_dir(workdir: Path) -> Path:
+    """Where a kept machine's sockets go when it boots again: ``workdir/sockets``, or, when
+    a socket's path there would pass the kernel's limit (a deep workdir: QEMU refuses to
+    start), a new private directory under the temporary directory, kept for the hint."""
+    sockets = workdir / "sockets"
+    if len(os.fsencode(sockets / KEPT_SOCKET_NAME)) <= SOCKET_PATH_MAX:
+        sockets.mkdir(exist_ok=True)
+        return sockets
+    return Path(tempfile.mkdtemp(prefix="adare-kept-"))
+
+
 def keep_hint(pooled: PooledVM) -> str:
     """How to boot a kept VM's disk again, for the terminal summary: the machine's own
     command (:meth:`~pytest_adare.machine.base.MachineBackend.keep_hint`) with its sockets
@@ -326,8 +343,7 @@ def keep_hint(pooled: PooledVM) -> str:
         where = pooled.vm.options.hypervisor or f"the {machine.backend} backend"
         why = unsupported(machine.backend, Capability.KEEP)
         return f"not kept: {pooled.request.describe()} ran on {where}; {why}"
-    sockets = pooled.workdir / "sockets"
-    sockets.mkdir(exist_ok=True)
+    sockets = kept_sockets_dir(pooled.workdir)
     command = machine.keep_hint(sockets, READY_TAG if pooled.ready_saved else None)
     return (
         f"kept the disk of {pooled.request.describe()}: {machine.overlay_path}\n"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shlex
+import shutil
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -10,7 +12,7 @@ from typing import Any, cast
 from pytest_adare.machine.spec import MachineSpec
 from pytest_adare.plugin.fixtures import sanitise_nodeid
 from pytest_adare.plugin.options import VMRequest
-from pytest_adare.plugin.pool import PooledVM, keep_hint
+from pytest_adare.plugin.pool import KEPT_SOCKET_NAME, PooledVM, keep_hint, kept_sockets_dir
 from pytest_adare.qemu.argv import MachineConfig, build_qemu_argv
 from pytest_adare.qemu.machine import Machine
 from pytest_adare.vm_options import VMOptions
@@ -45,6 +47,10 @@ def test_keep_hint_boots_the_same_machine_with_qmp_listening_in_the_kept_dir(
     hint = keep_hint(kept_vm(tmp_path, ready_saved=True))
     argv = shlex.split(hint.split("boot it again: ", 1)[1])
     sockets = tmp_path / "sockets"
+    if len(str(sockets / KEPT_SOCKET_NAME)) > 107:  # a deep basetemp: a short private one
+        sockets = next(Path(a.split("path=")[1]).parent for a in argv if "id=qmp," in a)
+        assert sockets.name.startswith("adare-kept-")
+        shutil.rmtree(sockets)
     assert f"socket,id=qmp,path={sockets / 'qmp.sock'},server=on,wait=off" in argv
     assert "/tmp/adare-run-xyz" not in hint
     assert argv[-2:] == ["-loadvm", "adare-ready"]
@@ -76,3 +82,20 @@ def test_the_test_runs_qmp_client_socket_differs_only_in_listening() -> None:
             "socket,id=qmp,path=/s/qmp.sock,server=on,wait=off",
         )
     ]
+
+
+def test_a_kept_machines_sockets_fit_the_kernels_limit_however_deep_the_workdir(
+    tmp_path: Path,
+) -> None:
+    short = Path(tempfile.mkdtemp(prefix="kept-"))  # tmp_path's own length varies
+    try:
+        near = kept_sockets_dir(short)
+        assert near == short / "sockets" and near.is_dir()
+    finally:
+        shutil.rmtree(short)
+    deep = tmp_path / ("d" * 60) / ("e" * 60)  # an xdist worker's basetemp, a long project
+    deep.mkdir(parents=True)
+    chosen = kept_sockets_dir(deep)
+    assert len(str(chosen / KEPT_SOCKET_NAME)) <= 107 and chosen.is_dir()
+    assert (chosen.stat().st_mode & 0o777) == 0o700 and not (deep / "sockets").exists()
+    chosen.rmdir()
