@@ -26,24 +26,43 @@ class RunsShell(Protocol):
     async def shell(self, command: str, *, timeout: float | None = None) -> _ShellResult: ...
 
 # Runs in the guest (python3 with python-xlib, which desktop images carry): exit 0 and
-# print the WM_CLASS once the input focus is on a managed top-level window.
+# print the WM_CLASS once the input focus is on a managed top-level window that is not
+# the window manager's own: xfwm4 gives the focus to a window of its own while no
+# application window is mapped yet (the session's terminal comes seconds later).
 FOCUS_PROBE = r"""
 import sys, time
 from Xlib import X, display
 deadline = time.monotonic() + float(sys.argv[1])
 last = "no X display yet"
+
+def manager(d, root):
+    try:
+        check = root.get_full_property(d.intern_atom("_NET_SUPPORTING_WM_CHECK"), X.AnyPropertyType)
+        if not check:
+            return None
+        window = d.create_resource_object("window", check.value[0])
+        name = window.get_full_property(d.intern_atom("_NET_WM_NAME"), X.AnyPropertyType)
+        value = name.value if name else b""
+        return (value.decode() if isinstance(value, bytes) else str(value)).lower() or None
+    except Exception:
+        return None
+
 while time.monotonic() < deadline:
     try:
         d = display.Display(sys.argv[2])
         window = d.get_input_focus().focus
         root = d.screen().root
+        last = "no window has the keyboard focus"
         while window not in (None, X.NONE, X.PointerRoot) and window != root:
             wm_class = window.get_wm_class()
             if wm_class:
+                wm = manager(d, root)
+                if wm is not None and any(part.lower() == wm for part in wm_class):
+                    last = f"only the window manager's own window ({wm}) has the keyboard focus"
+                    break
                 print("focused", " ".join(wm_class))
                 sys.exit(0)
             window = window.query_tree().parent
-        last = "no window has the keyboard focus"
         d.close()
     except Exception as exc:
         last = f"{type(exc).__name__}: {exc}"

@@ -43,8 +43,10 @@ from typing import Protocol
 
 from pytest_adare.cache_dir import cache_root, exclusive_lock
 
-FORMAT_VERSION = "1"
-"""Bumped whenever the layout or the meaning of a saved state changes."""
+FORMAT_VERSION = "2"
+"""Bumped whenever the layout or the meaning of a saved state changes (2: a desktop's
+state is saved once an application window, not the window manager's own, has the
+keyboard focus)."""
 STATE_LOCK_TIMEOUT = 600.0
 KEEP_STATES = 8
 """Saved states kept in the cache; the least recently used beyond that are removed

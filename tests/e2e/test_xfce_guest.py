@@ -3,8 +3,8 @@
 What the scenarios in ``conftest_examples/test_xfce_desktop.py`` take for granted: the
 boot finished with nothing failed, the desktop user's session is logind's and is what
 ``/run/adare/session.env`` says, programs ``guest.user`` runs reach its X server and
-session bus, the screen is the image's size with no key autorepeat, and the panel draws
-text OCR reads. One VM for the module (``scripts/test`` builds the image beside the
+session bus, keys typed at once reach the session's terminal, the screen is the image's
+size with no key autorepeat, and the panel draws text OCR reads. One VM for the module (``scripts/test`` builds the image beside the
 checks); the console VM shows what ``guest.user.session()`` says where there is no logind.
 """
 
@@ -39,6 +39,14 @@ def test_the_boot_finished_with_the_display_manager_and_nothing_failed(vm: VM) -
     assert (guest.shell("systemctl is-system-running").stdout.strip(), failed.strip()) == (
         "running", "",
     )  # fmt: skip
+
+
+def test_keys_typed_at_once_reach_the_sessions_terminal(vm: VM) -> None:
+    # The ready state is saved once the terminal, not xfwm4's own window, holds the focus:
+    # keys typed the moment a test starts are the shell's (the adare experiments type).
+    vm.guest.keyboard.type("echo typed-$((6*7))")
+    vm.guest.keyboard.press("enter")
+    vm.guest.wait_for_text("typed-42", timeout=60)
 
 
 def test_the_users_session_is_logind_s_and_session_env_describes_it(vm: VM) -> None:
