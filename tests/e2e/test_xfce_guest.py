@@ -4,8 +4,9 @@ What the scenarios in ``conftest_examples/test_xfce_desktop.py`` take for grante
 boot finished with nothing failed, the desktop user's session is logind's and is what
 ``/run/adare/session.env`` says, programs ``guest.user`` runs reach its X server and
 session bus, keys typed at once reach the session's terminal, the screen is the image's
-size with no key autorepeat, and the panel draws text OCR reads. One VM for the module (``scripts/test`` builds the image beside the
-checks); the console VM shows what ``guest.user.session()`` says where there is no logind.
+size with no key autorepeat, and the panel draws text OCR reads. One VM for the module
+(``scripts/test`` builds the image beside the checks); the console VM shows what
+``guest.user.session()`` says where there is no logind.
 """
 
 from __future__ import annotations
