@@ -5,8 +5,10 @@ by spaces: ``"dissect.target==3.23.1 dissect.extfs==3.11"``). Its environment li
 ``<cache root>/tools/<name>-<key>``, the key a hash of the requirements and the host's
 Python version; it is built under an exclusive lock into a ``.partial`` directory and
 renamed into place when pip has finished, so a half-built environment is never used and
-a cached one needs no network. Dissect reads ext4 only with ``dissect.extfs`` (its
-``full`` extra), so a requirement on ``dissect.target`` brings it unless named.
+a cached one needs no network. Dissect reads ext4 only with ``dissect.extfs`` and the
+systemd journal only with zstd (``zstandard`` up to 3.23, ``backports.zstd`` from 3.24;
+all in its ``full`` extra), so a requirement on ``dissect.target`` brings them unless
+named.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from pytest_adare.analysis.errors import ToolFailed
 from pytest_adare.cache_dir import cache_root, exclusive_lock
 
 INSTALL_TIMEOUT = 900.0
-COMPANIONS: dict[str, tuple[str, ...]] = {"dissect.target": ("dissect.extfs",)}
+COMPANIONS: dict[str, tuple[str, ...]] = {
+    "dissect.target": (
+        "dissect.extfs", "zstandard", 'backports.zstd; python_version < "3.14"',
+    ),
+}  # fmt: skip
 READY = "requirements.txt"
 """Written last into a finished environment: what pip installed (``pip freeze``)."""
 

@@ -1,6 +1,6 @@
 """conftest_examples/test_tool_validation.py across two dissect.target versions: the
-scenario runs once per test on the desktop recipe image, Dissect twice, and the report
-and adare-tools.md hold the table of both versions."""
+scenario runs once per test (on the desktop recipe image; the login on debian-xfce),
+Dissect twice, and the report and adare-tools.md hold the table of both versions."""
 
 from __future__ import annotations
 
@@ -29,14 +29,16 @@ def test_the_papers_scenarios_are_scored_by_two_dissect_versions(
         *[f"--adare-tool={version}" for version in DISSECT_VERSIONS], str(EXAMPLE),
         timeout=1800,
     )  # fmt: skip
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     header = "| expectation | " + " | ".join(f"`{v}`" for v in DISSECT_VERSIONS) + " |"
     result.stdout.fnmatch_lines(["*Captured adare tools call*", header, "| trash path=*"])
     result.stdout.fnmatch_lines(["*Captured adare tools call*", header, "| recentlyused href=*"])
+    result.stdout.fnmatch_lines(["*Captured adare tools call*", header, "| wtmp ut_type=*"])
     document = json.loads((out / "adare-tools.json").read_text())
-    assert len(document["tests"]) == 2
-    for report in document["tests"].values():
+    assert len(document["tests"]) == 3
+    for test, report in document["tests"].items():
         assert [run["tool"] for run in report["runs"]] == list(DISSECT_VERSIONS)
-        assert all(run["counts"]["found"] == 1 for run in report["runs"]), report["runs"]
+        expected = 3 if "login" in test else 1  # the login: its wtmp record, two journal lines
+        assert all(run["counts"]["found"] == expected for run in report["runs"]), report["runs"]
         assert [step["to"] for step in report["version_changes"]] == [DISSECT_VERSIONS[1]]
     assert header in (out / "adare-tools.md").read_text()

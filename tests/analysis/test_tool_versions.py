@@ -72,10 +72,11 @@ def test_a_step_that_crashes_dies_or_hangs_is_tool_failed(
     assert score.found == []
 
 
-def test_a_tool_spec_is_a_requirement_and_dissect_brings_its_ext4_reader() -> None:
-    assert ToolSpec.parse(NEW).requirements == (NEW, "dissect.extfs")
-    pinned = ToolSpec.parse(f"{NEW} dissect.extfs==3.12")
-    assert pinned.requirements == (NEW, "dissect.extfs==3.12")
+def test_a_tool_spec_is_a_requirement_and_dissect_brings_its_ext4_and_journal_readers() -> None:
+    zstd = ("zstandard", 'backports.zstd; python_version < "3.14"')
+    assert ToolSpec.parse(NEW).requirements == (NEW, "dissect.extfs", *zstd)
+    pinned = ToolSpec.parse(f"{NEW} dissect.extfs==3.12 zstandard==0.25.0")
+    assert pinned.requirements == (NEW, "dissect.extfs==3.12", "zstandard==0.25.0", zstd[1])
     with pytest.raises(ValueError, match="a tool is a pip requirement"):
         ToolSpec.parse("  ")
     with pytest.raises(ValueError, match="'==3' is not a pip requirement"):

@@ -45,9 +45,9 @@ def test_the_boot_finished_with_the_display_manager_and_nothing_failed(vm: VM) -
 def test_keys_typed_at_once_reach_the_sessions_terminal(vm: VM) -> None:
     # The ready state is saved once the terminal, not xfwm4's own window, holds the focus:
     # keys typed the moment a test starts are the shell's (the adare experiments type).
-    vm.guest.keyboard.type("echo typed-$((6*7))")
+    vm.guest.keyboard.type("echo $((6*7)) > /tmp/typed-keys")
     vm.guest.keyboard.press("enter")
-    vm.guest.wait_for_text("typed-42", timeout=60)
+    vm.guest.wait_until_succeeds("grep -qx 42 /tmp/typed-keys", timeout=60)
 
 
 def test_the_users_session_is_logind_s_and_session_env_describes_it(vm: VM) -> None:

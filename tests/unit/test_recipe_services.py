@@ -41,7 +41,9 @@ def test_the_units_are_read_in_order_once_each_and_enabled_after_the_steps(
     hooks = _recipe_hooks(built, tmp_path / "scratch", sys.executable)
     assert SERVICES_FAILED in hooks[-1]  # the last step: the units exist by then
     script = (tmp_path / "scratch" / "services.sh").read_text()
-    assert script == "systemctl --root=/ enable -- report-server.service backup.timer getty@tty2.service\n"
+    assert script == (
+        "systemctl --root=/ enable -- report-server.service backup.timer getty@tty2.service\n"
+    )
 
 
 def test_services_change_the_hash_and_a_recipe_without_keeps_its_own(tmp_path: Path) -> None:
