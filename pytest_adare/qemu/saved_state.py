@@ -46,7 +46,7 @@ from pytest_adare.cache_dir import cache_root, exclusive_lock
 FORMAT_VERSION = "2"
 """Bumped whenever the layout or the meaning of a saved state changes (2: a desktop's
 state is saved once an application window, not the window manager's own, has the
-keyboard focus)."""
+keyboard focus, and its meta says where screenshots went)."""
 STATE_LOCK_TIMEOUT = 600.0
 KEEP_STATES = 8
 """Saved states kept in the cache; the least recently used beyond that are removed

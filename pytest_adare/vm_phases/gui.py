@@ -19,22 +19,27 @@ def host_screen(vm: VMState) -> QemuScreen:
     return QemuScreen(vm.machine, vm.manifest.display)
 
 
-async def pick_gui(vm: VMState) -> None:
-    """Choose, record the phase, and point the facade's screen at the choice."""
+async def pick_gui(vm: VMState, saved: str | None = None) -> None:
+    """Choose, record the phase, and point the facade's screen at the choice; ``saved``:
+    the choice recorded with the ready state a warm start loaded."""
     t = time.monotonic()
     guest = vm.guest.aio
-    choice = vm._gui_choice = await choose_gui(vm, guest)
+    choice = vm._gui_choice = await choose_gui(vm, guest, saved)
     guest.use_screen(None if choice.mode == "agent" else host_screen(vm))
     vm.record("gui", t, choice.describe())
 
 
-async def choose_gui(vm: VMState, guest: AsyncGuest) -> GuiChoice:
+async def choose_gui(vm: VMState, guest: AsyncGuest, saved: str | None = None) -> GuiChoice:
     """As asked, or for ``auto`` the agent's when the image has a desktop and the agent
-    can take a screenshot (its display works), else the hypervisor's."""
+    can take a screenshot (its display works), else the hypervisor's. A warm start whose
+    saved state chose the agent's takes it without asking again: the same RAM, the same
+    X server and agent (the probe's screenshot was a third of the XFCE warm start)."""
     if vm.options.gui != "auto":
         return GuiChoice(vm.options.gui, f"gui={vm.options.gui!r} was asked for")
     if not vm.manifest.desktop:
         return GuiChoice("host", "auto: the image has no desktop; QEMU's screendump and input")
+    if saved == "agent":
+        return GuiChoice("agent", "auto: the agent's screenshot worked in the saved ready state")
     try:
         tool_result(SCREENSHOT, await guest.call(SCREENSHOT, timeout=PROBE_TIMEOUT))
     except (ToolError, VMTimeout) as error:

@@ -82,7 +82,7 @@ async def warm_start(vm: VMState, saved: SavedState) -> bool:
         await machine.aload_state(saved.state, vm.options.boot_timeout)
         vm.record("warm", t, f"ready state {saved.key[:12]} loaded")
         await _take_over(vm, saved.meta["agent_token"])
-        await pick_gui(vm)
+        await pick_gui(vm, saved.meta.get("gui"))
     except (AdareError, OSError) as error:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         vm.say(f"warm: start failed ({first}); booting cold")
@@ -153,6 +153,9 @@ async def _save(vm: VMState, key: str, inputs: BootInputs) -> None:
             "agent_token": vm.token,
             "fw_cfg": names,
             "console_tail": "\n".join(vm.machine.console_tail(200)),
+            # Where screenshots went once this state was ready: a VM loading it need not
+            # ask the agent again (vm_phases.gui.choose_gui).
+            "gui": vm.gui_choice.mode if vm.gui_choice is not None else "",
         }
         await save_machine_state(vm.machine, key, files, meta)
     finally:
