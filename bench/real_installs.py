@@ -6,18 +6,22 @@ For each image (``debian``: busybox init, the alternative; ``debian-systemd``;
 ready command says so) and ``--warm`` starts from the ready state a first cold boot
 saved, and prints one JSON object with each image's medians (QEMU's start to the first
 tool answered, as ``bench/warm_start.py`` counts it), the phases of the last start,
-and the image's disk size and memory.
+and the image's disk size and memory. ``--build`` first times ``adare-image build`` of
+each into an empty cache (mmdebstrap from the Debian mirror, the kernel, the disk).
 
-Run: ``python bench/real_installs.py [--cold 1] [--warm 3] [--images debian,debian-systemd]``
+Run: ``python bench/real_installs.py [--build] [--cold 1] [--warm 3] [--images debian,...]``
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,17 @@ def image_facts(image: str) -> dict[str, Any]:
         "disk_mib": round(Path(manifest.disk).stat().st_size / 2**20, 1),
         "memory_mib": manifest.memory_mib,
     }
+
+
+def build_seconds(image: str, root: Path) -> float:
+    """Seconds of ``adare-image build IMAGE`` into an empty cache under ``root``."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(root / "build-cache")}
+    started = time.monotonic()
+    subprocess.run(
+        [sys.executable, "-m", "pytest_adare.image_cli", "build", image],
+        env=env, check=True, stdout=subprocess.DEVNULL, timeout=3600,
+    )  # fmt: skip
+    return round(time.monotonic() - started, 1)
 
 
 def measure(image: str, cold: int, warm: int, root: Path) -> dict[str, Any]:
@@ -59,12 +74,13 @@ def main() -> int:
     parser.add_argument("--cold", type=int, default=1, help="cold boots per image")
     parser.add_argument("--warm", type=int, default=3, help="warm starts per image")
     parser.add_argument("--images", default=",".join(IMAGES))
+    parser.add_argument("--build", action="store_true", help="time each build first")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="adare-bench-installs-") as tmp:
-        results = {
-            image: measure(image, args.cold, args.warm, Path(tmp) / image)
-            for image in args.images.split(",")
-        }
+        results = {}
+        for image in args.images.split(","):
+            built = {"build_s": build_seconds(image, Path(tmp) / image)} if args.build else {}
+            results[image] = {**built, **measure(image, args.cold, args.warm, Path(tmp) / image)}
     json.dump({"images": results}, sys.stdout, indent=1)
     print()
     return 0

@@ -66,7 +66,7 @@ def arguments(name: str, image: str, quick: bool) -> list[str]:
         "serial_link": (["--image", image], ["--image", image, "--mib", "2", "--uart-kib", "64"]),
         "lan": (["--image", image], ["--image", image, "--megabytes", "5"]),
         # the built-in images by their init, whatever image the rest boots
-        "real_installs": ([], ["--warm", "1"]),
+        "real_installs": (["--build"], ["--warm", "1"]),
     }
     full, short = table.get(name, ([], []))
     return short if quick else full
@@ -189,6 +189,33 @@ COMPARISONS = (
         "s",
         True,
         floor=True,
+    ),
+    Comparison(
+        "real_installs",
+        "`adare-image build debian-systemd`, empty cache",
+        ("images", "debian-systemd", "build_s"),
+        "the busybox console image's build, same run",
+        ("images", "debian", "build_s"),
+        "s",
+        True,
+    ),
+    Comparison(
+        "real_installs",
+        "`adare-image build debian-xfce`, empty cache",
+        ("images", "debian-xfce", "build_s"),
+        "the busybox console image's build, same run",
+        ("images", "debian", "build_s"),
+        "s",
+        True,
+    ),
+    Comparison(
+        "real_installs",
+        "`debian-systemd` cold boot: QEMU start → first tool answered",
+        ("images", "debian-systemd", "cold", "median_qemu_start_to_first_tool_s"),
+        "the busybox console image's cold boot, same run",
+        ("images", "debian", "cold", "median_qemu_start_to_first_tool_s"),
+        "s",
+        True,
     ),
     Comparison(
         "real_installs",

@@ -73,11 +73,13 @@ FILE_KEYS = ("source", "dest", "owner", "mode")
 # shell word that does something else, since the names reach the guest's shell.
 _PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9+._:~=/-]*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-# A unit systemctl can enable (systemd.unit(5): name[@instance].type), never an option or
-# a path: the names reach the guest's shell and systemctl's argument list.
+# A unit systemctl can enable (systemd.unit(5): name[@instance][.type]; a bare name is a
+# .service to systemctl), never an option or a path: the names reach the guest's shell and
+# systemctl's argument list.
 _UNIT = re.compile(
     r"[A-Za-z0-9:_][A-Za-z0-9:_.\\-]*(@[A-Za-z0-9:_.\\-]*)?"
     r"\.(service|socket|timer|path|target|mount|automount|swap)"
+    r"|[A-Za-z0-9:_][A-Za-z0-9:_\\-]*(@[A-Za-z0-9:_\\-]*)?"  # bare: no dot to misread
 )
 _OWNER = re.compile(r"[a-z_][a-z0-9_-]*(:[a-z_][a-z0-9_-]*)?|[0-9]+(:[0-9]+)?")
 
@@ -225,7 +227,7 @@ def check_services(units: Sequence[str], source: Path | str) -> tuple[str, ...]:
         if not _UNIT.fullmatch(unit):
             raise ImageError(
                 f"recipe {source}: {shown(unit)} is not a systemd unit name "
-                "(NAME.service, NAME.timer, NAME.socket, ...)"
+                "(NAME, NAME.service, NAME.timer, NAME.socket, ...)"
             )
     return tuple(dict.fromkeys(units))
 

@@ -18,7 +18,7 @@ SERVICE = """\
 base = "debian-systemd"
 name = "report-server"
 install = ["python3"]
-services = ["report-server.service", "backup.timer", "getty@tty2.service", "backup.timer"]
+services = ["report-server.service", "backup.timer", "getty@tty2.service", "backup.timer", "ssh"]
 """
 
 
@@ -33,7 +33,10 @@ def test_the_units_are_read_in_order_once_each_and_enabled_after_the_steps(
     tmp_path: Path,
 ) -> None:
     recipe = load_recipe(recipe_file(tmp_path))
-    assert recipe.services == ("report-server.service", "backup.timer", "getty@tty2.service")
+    # A bare name is a .service to systemctl, as in `systemctl enable ssh`.
+    assert recipe.services == (
+        "report-server.service", "backup.timer", "getty@tty2.service", "ssh",
+    )  # fmt: skip
     built = extended_recipe(recipe)
     assert built.services == recipe.services and built.init == "systemd"
     assert recipe_steps(built)["services"] == list(recipe.services)  # type: ignore[index]
@@ -42,7 +45,7 @@ def test_the_units_are_read_in_order_once_each_and_enabled_after_the_steps(
     assert SERVICES_FAILED in hooks[-1]  # the last step: the units exist by then
     script = (tmp_path / "scratch" / "services.sh").read_text()
     assert script == (
-        "systemctl --root=/ enable -- report-server.service backup.timer getty@tty2.service\n"
+        "systemctl --root=/ enable -- report-server.service backup.timer getty@tty2.service ssh\n"
     )
 
 
@@ -64,7 +67,7 @@ def test_a_recipe_over_a_recipe_enables_the_lower_units_too(tmp_path: Path) -> N
     top.write_text('base = "report-server.toml"\nservices = ["nginx.service", "backup.timer"]\n')
     merged = flattened(load_recipe(top))
     assert merged.services == (
-        "report-server.service", "backup.timer", "getty@tty2.service", "nginx.service",
+        "report-server.service", "backup.timer", "getty@tty2.service", "ssh", "nginx.service",
     )  # fmt: skip
 
 
@@ -72,7 +75,7 @@ def test_a_recipe_over_a_recipe_enables_the_lower_units_too(tmp_path: Path) -> N
     ("units", "message"),
     [
         ('"nginx.service"', r"'services' must be a list"),
-        ('["nginx"]', r"'nginx' is not a systemd unit name"),
+        ('["nginx.conf"]', r"'nginx.conf' is not a systemd unit name"),
         ('["-nginx.service"]', r"'-nginx.service' is not a systemd unit name"),
         ('["../etc/x.service"]', r"is not a systemd unit name"),
         ('["x.service; reboot"]', r"is not a systemd unit name"),
@@ -106,6 +109,6 @@ def test_a_failed_enable_says_which_units_and_systemctls_words(tmp_path: Path) -
     log = ("Failed to enable unit: Unit file report-server.service does not exist.\n"
            f"{SERVICES_FAILED} 1\n")  # fmt: skip
     assert build_failure_cause(log, recipe, "M") == (
-        "systemctl enable report-server.service backup.timer getty@tty2.service failed with "
+        "systemctl enable report-server.service backup.timer getty@tty2.service ssh failed with "
         "exit code 1: Failed to enable unit: Unit file report-server.service does not exist."
     )
