@@ -21,9 +21,9 @@ matrix over all (:func:`recipe_variants`), with ids ``recipe-bullseye``,
 
 The steps run in this order: packages, files, provision commands, then ``systemctl
 enable`` of the units ``services = ["web.service"]`` names (a systemd base only; systemd
-starts them at every boot). Everything a build depends
-on is read here, up front, so bad input fails before anything is built: an unknown key,
-a missing copied file or base, a package or unit name that is not one.
+starts them at every boot). Everything a build depends on is read here, up front, so
+bad input fails before anything is built: an unknown key, a missing copied file or base,
+a package or unit name that is not one.
 
 What a recipe may reach on the host is decided here too: a copied file lies inside the
 recipe's directory (after symlinks; never an absolute path or ``..``), and a

@@ -112,9 +112,9 @@ KEEP_INIT_PATH = "etc/apt/preferences.d/adare-keep-init"
 STEP_FAILED = "adare-recipe: provision step {index} failed with exit code"
 """The line a failing provision step leaves in the build log (the error quotes it)."""
 FILE_FAILED = "adare-recipe: copying files[{index}] to {dest} failed"
+"""The line a file that could not be copied in leaves in the build log."""
 SERVICES_FAILED = "adare-recipe: systemctl enable of the services failed with exit code"
 """The line a failing ``systemctl enable`` of a recipe's ``services`` leaves in the log."""
-"""The line a file that could not be copied in leaves in the build log."""
 SANDBOX = Path(__file__).with_name("sandbox_enter.py")
 
 
@@ -190,19 +190,22 @@ def _recipe_hooks(recipe: Recipe, scratch: Path, python: str) -> list[str]:
     for index, step in enumerate(recipe.provision, 1):
         script = scratch / f"provision-{index}.sh"
         script.write_text(step + "\n")
-        failed = STEP_FAILED.format(index=index)
-        run = _sandboxed(scratch, python, [script], ["/bin/sh", "/proc/self/fd/3"])
-        hooks.append(f'{run}; rc=$?; if [ "$rc" -ne 0 ]; then echo "{failed} $rc"; exit "$rc"; fi')
+        hooks.append(_script_hook(scratch, python, script, STEP_FAILED.format(index=index)))
     if recipe.services:
         # Offline, as in a distribution's own image build: systemctl follows each unit's
         # [Install] section and makes the links; systemd starts them at every boot.
         script = scratch / "services.sh"
         script.write_text(enable_command(recipe.services) + "\n")
-        run = _sandboxed(scratch, python, [script], ["/bin/sh", "/proc/self/fd/3"])
-        hooks.append(
-            f'{run}; rc=$?; if [ "$rc" -ne 0 ]; then echo "{SERVICES_FAILED} $rc"; exit "$rc"; fi'
-        )
+        hooks.append(_script_hook(scratch, python, script, SERVICES_FAILED))
     return hooks
+
+
+def _script_hook(scratch: Path, python: str, script: Path, failed: str) -> str:
+    """The hook that runs ``script`` in the sandbox and, when it fails, leaves ``failed``
+    and its exit code in the build log (what :mod:`~pytest_adare.image.build_failure`
+    reads) and stops the build."""
+    run = _sandboxed(scratch, python, [script], ["/bin/sh", "/proc/self/fd/3"])
+    return f'{run}; rc=$?; if [ "$rc" -ne 0 ]; then echo "{failed} $rc"; exit "$rc"; fi'
 
 
 def hook_python(privilege: BuildPrivilege) -> str:
