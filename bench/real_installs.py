@@ -55,17 +55,17 @@ def measure(image: str, cold: int, warm: int, root: Path) -> dict[str, Any]:
     one_start(image, "auto", root / "prime")  # saves the ready state when none is cached
     colds = [one_start(image, "off", root / f"cold-{i}") for i in range(cold)]
     warms = [one_start(image, "auto", root / f"warm-{i}") for i in range(warm)]
-    first_tool = "qemu_start_to_first_tool_s"
+    return {**image_facts(image), "cold": summary(colds), "warm": summary(warms)}
+
+
+def summary(starts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of ``starts`` (QEMU's start to the first tool answered) and the phases
+    of the last one."""
     return {
-        **image_facts(image),
-        "cold": {
-            "median_qemu_start_to_first_tool_s": statistics.median(r[first_tool] for r in colds),
-            "phases": colds[-1]["phases"],
-        },
-        "warm": {
-            "median_qemu_start_to_first_tool_s": statistics.median(r[first_tool] for r in warms),
-            "phases": warms[-1]["phases"],
-        },
+        "median_qemu_start_to_first_tool_s": statistics.median(
+            start["qemu_start_to_first_tool_s"] for start in starts
+        ),
+        "phases": starts[-1]["phases"],
     }
 
 

@@ -90,6 +90,23 @@ class Comparison:
     floor: bool = False  # the baseline is a lower bound to approach, not a rival to beat
 
 
+BUILD = ("build_s",)
+COLD = ("cold", "median_qemu_start_to_first_tool_s")
+WARM = ("warm", "median_qemu_start_to_first_tool_s")
+"""Figures of one image in ``bench/real_installs.py``'s JSON."""
+
+
+def _installs(
+    label: str, image: str, ours: tuple[str, ...], alternative: str, versus: str,
+    theirs: tuple[str, ...],
+) -> Comparison:  # fmt: skip
+    """A ``real_installs`` row: one image's figure beside another's (or its own other one)."""
+    return Comparison(
+        "real_installs", label, ("images", image, *ours), alternative,
+        ("images", versus, *theirs), "s", True,
+    )  # fmt: skip
+
+
 COMPARISONS = (
     Comparison(
         "agent",
@@ -190,51 +207,19 @@ COMPARISONS = (
         True,
         floor=True,
     ),
-    Comparison(
-        "real_installs",
-        "`adare-image build debian-systemd`, empty cache",
-        ("images", "debian-systemd", "build_s"),
-        "the busybox console image's build, same run",
-        ("images", "debian", "build_s"),
-        "s",
-        True,
-    ),
-    Comparison(
-        "real_installs",
-        "`adare-image build debian-xfce`, empty cache",
-        ("images", "debian-xfce", "build_s"),
-        "the busybox console image's build, same run",
-        ("images", "debian", "build_s"),
-        "s",
-        True,
-    ),
-    Comparison(
-        "real_installs",
-        "`debian-systemd` cold boot: QEMU start → first tool answered",
-        ("images", "debian-systemd", "cold", "median_qemu_start_to_first_tool_s"),
-        "the busybox console image's cold boot, same run",
-        ("images", "debian", "cold", "median_qemu_start_to_first_tool_s"),
-        "s",
-        True,
-    ),
-    Comparison(
-        "real_installs",
-        "`debian-systemd` warm start: QEMU start → first tool answered, median",
-        ("images", "debian-systemd", "warm", "median_qemu_start_to_first_tool_s"),
-        "its cold boot (systemd, the agent's unit)",
-        ("images", "debian-systemd", "cold", "median_qemu_start_to_first_tool_s"),
-        "s",
-        True,
-    ),
-    Comparison(
-        "real_installs",
-        "`debian-xfce` warm start: QEMU start → first tool answered, median",
-        ("images", "debian-xfce", "warm", "median_qemu_start_to_first_tool_s"),
-        "its cold boot (systemd, LightDM's autologin, the XFCE session)",
-        ("images", "debian-xfce", "cold", "median_qemu_start_to_first_tool_s"),
-        "s",
-        True,
-    ),
+    _installs("`adare-image build debian-systemd`, empty cache", "debian-systemd", BUILD,
+              "the busybox console image's build, same run", "debian", BUILD),
+    _installs("`adare-image build debian-xfce`, empty cache", "debian-xfce", BUILD,
+              "the busybox console image's build, same run", "debian", BUILD),
+    _installs("`debian-systemd` cold boot: QEMU start → first tool answered", "debian-systemd",
+              COLD, "the busybox console image's cold boot, same run", "debian", COLD),
+    _installs("`debian-systemd` warm start: QEMU start → first tool answered, median",
+              "debian-systemd", WARM, "its cold boot (systemd, the agent's unit)",
+              "debian-systemd", COLD),
+    _installs("`debian-xfce` warm start: QEMU start → first tool answered, median",
+              "debian-xfce", WARM,
+              "its cold boot (systemd, LightDM's autologin, the XFCE session)", "debian-xfce",
+              COLD),
     Comparison(
         "warm_start",
         "warm start: QEMU start → first tool answered (saved ready state), median",
