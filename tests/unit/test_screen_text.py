@@ -223,11 +223,22 @@ def test_the_banded_variant_only_fills_places_the_others_did_not_read() -> None:
     assert lines_text(merged) == "Please wait\nBRAVO"
 
 
-def test_an_xterm_selection_that_starts_at_its_first_letter_reads() -> None:
-    # A real screenshot of the built-in desktop (xterm's 6x13 font, SGR 7 on the middle
-    # line): the selection's first stem was cut off its band, so OCR read no BRAVO.
-    screen = Image.open(Path(__file__).parent / "data/ocr/xterm-reverse-video.png")
-    for line in ("ALPHA 2336", "BRAVO 2336", "CHARLIE 2336"):
+@pytest.mark.parametrize(
+    ("screenshot", "digits"),
+    [
+        # The selection's first stem was cut off its band, so OCR read no BRAVO.
+        ("xterm-reverse-video.png", "2336"),
+        # Each '5' kept the square corners of an 'S' after the scaling: 'BRAVO S424'.
+        ("xterm-reverse-video-digit-5.png", "5424"),
+    ],
+)
+def test_an_xterm_selection_that_starts_at_its_first_letter_reads(
+    screenshot: str, digits: str
+) -> None:
+    # Real screenshots of the built-in desktop (xterm's 6x13 font, SGR 7 on the middle
+    # line), each a screen OCR once misread.
+    screen = Image.open(Path(__file__).parent / "data/ocr" / screenshot)
+    for line in (f"ALPHA {digits}", f"BRAVO {digits}", f"CHARLIE {digits}"):
         assert [match.text for match in find_text(line, screen)] == [line]
 
 
