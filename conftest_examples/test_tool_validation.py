@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import tool_analysis
 
-from pytest_adare.analysis import GroundTruth, parse_fls, run_tool
+from pytest_adare.analysis import parse_fls, run_tool
 from pytest_adare.analysis.validation import ToolValidation
 from pytest_adare.guest import Guest
 from pytest_adare.vm import VM
@@ -53,11 +53,10 @@ def test_the_file_deleted_in_the_file_manager_is_in_dissects_trash_and_in_fls(
     for tool, score in ground_truth.validate(tool_analysis.trash, disk).items():
         assert [o.verdict for o in score.outcomes] == ["found"], (tool, score.outcomes)
 
-    files = GroundTruth()
-    files.expect_fs_diff(diff, under=user.home)
+    ground_truth.expect_fs_diff(diff, under=user.home)
     found = run_tool(["fls", "-r", "-p", "{disk}"], evidence=disk, kind="file",
                      parser=lambda text: parse_fls(text, under=user.home))  # fmt: skip
-    fls = files.score(found, tool="fls")
+    fls = ground_truth.score(found, tool="fls")
     created = {o.expectation.identify["path"] for o in fls.found}
     assert {f"{trash}/files/report.txt", f"{trash}/info/report.txt.trashinfo"} <= created
     # The move to the Trash is a rename: whether fls still lists the old name as a

@@ -17,7 +17,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from pytest_adare.analysis.records import plain_records
+from pytest_adare.analysis.records import ToolRecords, plain_records
 from pytest_adare.analysis.score import Expectation, Score, score
 
 FILE_KIND = "file"
@@ -90,15 +90,22 @@ class GroundTruth:
     ) -> Score:  # fmt: skip
         """Score ``records``: a mapping kind → records, or with ``kind`` one kind's.
 
-        Records are Dissect records, mappings or objects with fields
+        The expectations of the kinds handed are judged (a kind with no records: each of
+        its expectations missed); the others are not this tool's to find. Records are
+        Dissect records, mappings or objects with fields
         (:func:`~pytest_adare.analysis.records.plain_record`).
 
         :raise TypeError: records without ``kind`` that are not a mapping of kinds.
         """
+        found = self._plain(records, kind)
+        return score(tool, [e for e in self.expectations if e.kind in found], found)
+
+    @staticmethod
+    def _plain(
+        records: Mapping[str, Iterable[Any]] | Iterable[Any], kind: str | None
+    ) -> ToolRecords:
         if kind is not None:
-            found = plain_records({kind: records})
-        elif isinstance(records, Mapping):
-            found = plain_records(records)
-        else:
-            raise TypeError("score(records): give kind= or a mapping of kind -> records")
-        return score(tool, self.expectations, found)
+            return plain_records({kind: records})
+        if isinstance(records, Mapping):
+            return plain_records(records)
+        raise TypeError("score(records): give kind= or a mapping of kind -> records")

@@ -3,16 +3,20 @@ evidence once per tool version (or once in-process), each run scored.
 
 The scenario runs once; :meth:`ToolValidation.validate` runs the tools N times over the
 *same* export. A version that cannot be installed, crashes or hangs is a "tool failed"
-score naming it; the others still run.
+score naming it; the others still run. :meth:`ToolValidation.score` scores records a
+test got itself (a command-line tool's, :func:`~pytest_adare.analysis.tool_run.run_tool`)
+and keeps them beside the step's runs, so the test's report and bundle hold every tool.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_adare.analysis.errors import EvidenceUnreadable, ToolFailed
 from pytest_adare.analysis.ground_truth import GroundTruth
@@ -33,10 +37,12 @@ IN_PROCESS = "installed"
 
 @dataclass(frozen=True)
 class Validation:
-    """One tool version's run of a step and its score."""
+    """One tool version's run of a step (or a test's own tool run) and its score; runs of
+    one :meth:`ToolValidation.validate` call share ``group``, their versions compared."""
 
     run: StepRun
     score: Score
+    group: int = 0
 
 
 class ToolValidation(GroundTruth):
@@ -51,6 +57,7 @@ class ToolValidation(GroundTruth):
         self.env_root = env_root
         self.timeout = timeout
         self.validations: list[Validation] = []
+        self._groups = itertools.count()
 
     def validate(
         self, step: StepFunction | str, evidence: str | os.PathLike[str]
@@ -66,15 +73,26 @@ class ToolValidation(GroundTruth):
             self._run_in(spec, AnalysisStep.of(step), disk) for spec in self.tools
         ]  # fmt: skip
         scores = {}
+        group = next(self._groups)
         for run in runs:
             judged = (
                 score(run.tool, self.expectations, run.records)
                 if run.records is not None
                 else tool_failed(run.tool, self.expectations, run.failure or "no records")
             )
-            self.validations.append(Validation(run, judged))
+            self.validations.append(Validation(run, judged, group))
             scores[run.tool] = judged
         return scores
+
+    def score(
+        self, records: Mapping[str, Iterable[Any]] | Iterable[Any], *, kind: str | None = None,
+        tool: str = "tool",
+    ) -> Score:  # fmt: skip
+        """:meth:`GroundTruth.score`, kept in the test's report and bundle as ``tool``'s."""
+        found = self._plain(records, kind)
+        judged = score(tool, [e for e in self.expectations if e.kind in found], found)
+        self.validations.append(Validation(StepRun(tool, found), judged, next(self._groups)))
+        return judged
 
     def _run_here(self, step: StepFunction | str, disk: Path) -> StepRun:
         function = AnalysisStep.of(step).load() if isinstance(step, str) else step

@@ -44,16 +44,25 @@ def record_changes(old: ToolRecords, new: ToolRecords) -> dict[str, dict[str, An
 
 
 def validation_report(validations: Sequence[Validation]) -> dict[str, Any]:
-    """One test's runs: the verdict table and the changes between consecutive versions."""
-    rows = []
-    for index, outcome in enumerate(validations[0].score.outcomes if validations else ()):
-        cells = {}
-        for validation in validations:
-            this = validation.score.outcomes[index]
-            cells[validation.run.tool] = {"verdict": this.verdict, "value": this.tool_value()}
-        rows.append({"expectation": outcome.expectation.describe(), "tools": cells})
+    """One test's runs: the verdict table and the changes between consecutive versions.
+
+    A row per expectation any run judged, in the order first judged; a run that did not
+    judge it (a tool scored on other kinds) has no cell there. Versions are compared
+    within one ``validate`` call (one step over one evidence)."""
+    rows: dict[int, dict[str, Any]] = {}
+    for validation in validations:
+        for outcome in validation.score.outcomes:
+            row = rows.setdefault(
+                id(outcome.expectation),
+                {"expectation": outcome.expectation.describe(), "tools": {}},
+            )
+            row["tools"][validation.run.tool] = {
+                "verdict": outcome.verdict, "value": outcome.tool_value(),
+            }  # fmt: skip
     steps = []
     for old, new in itertools.pairwise(validations):
+        if old.group != new.group:
+            continue
         if old.run.records is not None and new.run.records is not None:
             changes = record_changes(old.run.records, new.run.records)
         else:
@@ -67,18 +76,21 @@ def validation_report(validations: Sequence[Validation]) -> dict[str, Any]:
         }
         for v in validations
     ]  # fmt: skip
-    return {"runs": runs, "expectations": rows, "version_changes": steps}
+    return {"runs": runs, "expectations": list(rows.values()), "version_changes": steps}
 
 
 def verdict_table(report: Mapping[str, Any]) -> str:
     """The Markdown table of one test: expectation by version, verdict and tool's value."""
-    tools = [run["tool"] for run in report["runs"]]
+    tools = list(dict.fromkeys(run["tool"] for run in report["runs"]))
     lines = [
         "| expectation | " + " | ".join(f"`{t}`" for t in tools) + " |",
         "|---|" + "---|" * len(tools),
     ]
     for row in report["expectations"]:
-        cells = [f"{c['verdict']}: {c['value']}" for c in (row["tools"][t] for t in tools)]
+        cells = [
+            f"{c['verdict']}: {c['value']}" if c else "not judged"
+            for c in (row["tools"].get(t) for t in tools)
+        ]
         lines.append(f"| {row['expectation']} | " + " | ".join(_cell(c) for c in cells) + " |")
     for run in report["runs"]:
         if run["failure"]:

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from unittest.mock import ANY
 
 import pytest
 
 from pytest_adare.analysis import GroundTruth, open_target, parse_fls, run_tool
+from pytest_adare.analysis.validation import IN_PROCESS, ToolValidation
+from pytest_adare.analysis.versions import validation_report, verdict_table
+from tests.analysis import steps
 from tests.analysis.conftest import HOME, Disk
 
 REPORT = f"{HOME}/Documents/report.txt"
@@ -129,3 +133,37 @@ def test_the_file_system_diff_is_ground_truth_for_fls(desktop_disk: Disk) -> Non
     score = truth.score(found)
     assert [o.verdict for o in score.outcomes] == ["found", "found"]
     assert {u.record["path"] for u in score.unexplained} == {f"{HOME}/Documents"}
+
+
+def test_records_of_one_kind_judge_only_that_kinds_expectations() -> None:
+    truth = GroundTruth()
+    truth.expect("trash", path=REPORT)
+    truth.expect("recentlyused", href=f"file://{REPORT}")
+    score = truth.score([], kind="trash")  # a kind handed with no records: its misses
+    assert [(o.expectation.kind, o.verdict) for o in score.outcomes] == [("trash", "missed")]
+    both = truth.score({"trash": [{"path": REPORT}], "recentlyused": []})
+    assert [o.verdict for o in both.outcomes] == ["found", "missed"]
+
+
+def test_a_tools_own_run_joins_the_steps_in_one_report(desktop_disk: Disk) -> None:
+    truth = ToolValidation()
+    truth.expect("trash", path=f"{HOME}/Documents/report.txt", ts=desktop_disk.deleted_at,
+                 tolerance=1)  # fmt: skip
+    truth.validate(steps.desktop_artifacts, desktop_disk.path)
+    truth.expect_fs_diff(Diff(set(), {f"{HOME}/Documents/draft.txt"}), under=HOME)
+    found = run_tool(
+        ["fls", "-r", "-p", "{disk}"], evidence=desktop_disk.path, kind="file",
+        parser=lambda text: parse_fls(text, under=f"{HOME}/Documents"),
+    )  # fmt: skip
+    fls = truth.score(found, tool="fls")
+    assert [(o.expectation.kind, o.verdict) for o in fls.outcomes] == [("file", "found")]
+    assert [v.run.tool for v in truth.validations] == [IN_PROCESS, "fls"]
+    report = validation_report(truth.validations)
+    cells = {row["expectation"]: row["tools"] for row in report["expectations"]}
+    assert cells == {
+        f"trash path={HOME}/Documents/report.txt": {IN_PROCESS: ANY},
+        f"file path={HOME}/Documents/draft.txt deleted=True": {"fls": ANY},
+    }
+    assert report["version_changes"] == []  # a step and a command: no versions of one tool
+    table = verdict_table(report)
+    assert f"| file path={HOME}/Documents/draft.txt deleted=True | not judged | found:" in table
