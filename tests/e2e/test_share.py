@@ -44,6 +44,11 @@ def test_a_shared_folder_is_mounted_read_only_before_the_test(tmp_path: Path) ->
         assert "Read-only file system" in refused.stderr
         assert not (project / "new-file").exists()
         assert guest.aio.shared_paths == ("/src",)
+        # Host data, not the scenario's: a snapshot leaves the share out unless asked.
+        assert "/src/pkg/app.py" not in guest.fs_snapshot("/src").entries
+        asked = guest.fs_snapshot("/src", include_shares=True).entries
+        assert {"/src/pkg/app.py", "/src/README", "/src/secret.key"} <= set(asked)
+        assert asked["/src/secret.key"].uid == 1000
         vm.save_ready()
         guest.succeed("touch /root/dirty")
         vm.restore_ready()
