@@ -13,7 +13,12 @@ the same run, each figure beside the baseline it is compared to:
   binary pull and push of 64 MiB beside one sha256 + one copy of the file, the
   ``fs_snapshot`` of ``/usr`` beside ``find``, the round trip beside a bare WebSocket
   ping, ``shell("true")`` beside a local spawn;
+- ``sync_guest``: the same through the synchronous ``Guest`` a test's ``guest`` fixture
+  is (each call a hop to the shared loop thread and back), beside the same floors
+  measured in its run; three rounds of the transfers, each sample kept;
 - ``serial_throughput``: a pull over the serial link beside the raw pty/socket pair.
+
+The agent runs as images deploy it (``agent_config``: its log level, a config file).
 
     python bench/agent.py [--rounds 300] [--no-serial]
 """
@@ -359,6 +364,73 @@ async def bench_host_client(port: int, workdir: Path, rounds: int) -> dict[str, 
     }
 
 
+def _spread(samples: list[float], digits: int = 3) -> dict[str, Any]:
+    """A few samples: their median and each one (the spread a reader can judge)."""
+    return {"median": round(statistics.median(samples), digits),
+            "samples": [round(s, digits) for s in samples]}  # fmt: skip
+
+
+def bench_sync_guest(port: int, workdir: Path, rounds: int) -> dict[str, Any]:
+    """The figures a test sees: the synchronous ``Guest`` over ``AgentClient`` (every call
+    run on the shared loop thread from this one), each beside its floor, interleaved."""
+    from pytest_adare.agent.websocket_client import AgentClient
+    from pytest_adare.guest import AsyncGuest, Guest
+    from pytest_adare.loop_thread import shared_loop
+
+    source = workdir / "sync.bin"
+    source.write_bytes(os.urandom(64 * 1024 * 1024))
+    mib = source.stat().st_size / 1e6
+    loop = shared_loop()
+    client = loop.run(AgentClient.connect("127.0.0.1", port, TOKEN), timeout=60)
+    ws = loop.run(_connect(port), timeout=60)
+    guest = Guest(AsyncGuest(client))
+
+    def timed(func: Callable[[], Any], n: int) -> list[float]:
+        samples = []
+        for _ in range(n):
+            started = time.perf_counter()
+            func()
+            samples.append(time.perf_counter() - started)
+        return samples
+
+    async def ws_ping() -> None:
+        await (await ws.ping())
+
+    try:
+        pulls, floors, snaps, finds = [], [], [], []
+        for _ in range(3):
+            started = time.perf_counter()
+            guest.pull(str(source), workdir / "pulled.bin")
+            pulls.append(mib / (time.perf_counter() - started))
+            assert (workdir / "pulled.bin").read_bytes() == source.read_bytes()
+            (workdir / "pulled.bin").unlink()
+            floors.append(mib / _hash_and_copy_seconds(source, workdir / "copy.bin"))
+            started = time.perf_counter()
+            guest.fs_snapshot("/usr", timeout=600)
+            snaps.append(time.perf_counter() - started)
+            finds.append(_find_printf("/usr")[1])
+        timed(lambda: guest.call("get_timestamp"), 20)
+        # The floor as a test would see it too: a ping sent from this thread.
+        tool = timed(lambda: guest.call("get_timestamp"), rounds)
+        bare = timed(lambda: loop.run(ws_ping(), timeout=30), rounds)
+        shell = timed(lambda: guest.shell("true"), max(50, rounds // 3))
+        spawn = timed(lambda: subprocess.run(["true"], check=True), max(50, rounds // 3))
+    finally:
+        loop.run(ws.close(), timeout=30)
+        loop.run(client.close(), timeout=30)
+        source.unlink()
+    return {
+        "pull_64mib_mb_per_s": _spread(pulls, 1),
+        "floor_sha256_and_copy_mb_per_s": _spread(floors, 1),
+        "snapshot_usr_s": _spread(snaps),
+        "floor_find_printf_s": _spread(finds),
+        "get_timestamp": _stats_ms(tool),
+        "floor_websocket_ping": _stats_ms(bare),
+        "execute_shell_true": _stats_ms(shell),
+        "floor_local_subprocess_true": _stats_ms(spawn),
+    }
+
+
 async def bench_serial_throughput(workdir: Path) -> dict[str, Any]:
     """A pull over the serial link (AsyncGuest over the serial client, socat pty) beside
     the raw pty/socket pair it rides: the same bytes written into the socket and read
@@ -496,6 +568,7 @@ async def main(rounds: int, serial: bool) -> dict[str, Any]:
             finally:
                 await ws.close()
             report["host_client"] = await bench_host_client(port, workdir, rounds)
+            report["sync_guest"] = await asyncio.to_thread(bench_sync_guest, port, workdir, rounds)
         if serial:
             report["serial"] = await bench_serial(workdir, max(20, rounds // 10))
             report["serial_throughput"] = await bench_serial_throughput(workdir)
