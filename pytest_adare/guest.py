@@ -25,6 +25,7 @@ import os
 import re
 import shlex
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -352,6 +353,11 @@ class AsyncGuest:
         self._agent_screen = AgentScreen(self._checked)
         self._screen: Screen = screen or self._agent_screen
         self._ports: PortForwards | None = None
+        # The last snapshot of each root, weakly: the next one of that root shares its
+        # path strings (a before/after pair holds each path once).
+        self._last_snapshots: weakref.WeakValueDictionary[str, FsSnapshot] = (
+            weakref.WeakValueDictionary()
+        )
         self.shared_paths: tuple[str, ...] = ()
         """Where shared host folders are mounted (``share=``): not the guest's own files,
         so :meth:`fs_snapshot` leaves them out unless ``include_shares=True``."""
@@ -807,7 +813,7 @@ class AsyncGuest:
             params["timeout"] = timeout
         # Pages of NUL-terminated records (docs/agent.md): no giant JSON document.
         # The connection's call, not _checked: ``timeout`` is a param of the tool here.
-        pages = SnapshotPages(root)
+        pages = SnapshotPages(root, like=self._last_snapshots.get(root))
         tool = GET_FILESYSTEM_SNAPSHOT
         # The guest's clock as the listing starts (taken_at_guest), asked beside the
         # first page: the listing does not wait for it.
@@ -829,7 +835,9 @@ class AsyncGuest:
                     )
                 if pages.add(result) is None:
                     taken = await _guest_clock(clock)
-                    return pages.snapshot(os=self.server_info.get("platform"), taken_at_guest=taken)
+                    made = pages.snapshot(os=self.server_info.get("platform"), taken_at_guest=taken)
+                    self._last_snapshots[root] = made
+                    return made
         finally:
             for pending in (page, clock):
                 if not pending.done():

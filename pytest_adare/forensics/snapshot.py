@@ -11,8 +11,10 @@ NUL-terminated records, see docs/agent.md) and reads it page by page with
 :class:`SnapshotPages` (or :meth:`FsSnapshot.from_lines`): no giant JSON document
 on either side, only one page at a time besides the entries.
 
-Each path maps to one :class:`Entry` (a named tuple: no per-entry dict), so
-100k+ entries cost tens of MB, not hundreds. :meth:`FsSnapshot.save` and
+Each path maps to one :class:`Entry`, held as columns
+(:class:`~pytest_adare.forensics.entry_table.EntryTable`: arrays, no object per field),
+so a million entries cost about 150 MB, and snapshots of one tree taken one after the
+other share their path strings. :meth:`FsSnapshot.save` and
 :meth:`FsSnapshot.load` stream JSON Lines (gzip when the name ends in ``.gz``)
 one entry at a time, never one giant JSON document.
 """
@@ -38,9 +40,12 @@ from pytest_adare.forensics.entry import (
     finite_seconds,
     number_or_none,
 )
+from pytest_adare.forensics.entry_table import EntryTable, as_table
 
 __all__ = ["Entry", "FsSnapshot", "SnapshotFormatError", "SnapshotPages", "diff_snapshots"]
 
+BATCH = 20_000
+"""Entries packed into the columns at a time when reading a dict or a file."""
 SNAPSHOT_FORMAT = "adare-fs-snapshot"
 SNAPSHOT_FORMAT_VERSION = 1
 
@@ -57,12 +62,16 @@ class FsSnapshot(Mapping[str, Entry]):
     """
 
     root: str
-    entries: dict[str, Entry]
+    entries: Mapping[str, Entry]
     taken_at_host: float = field(default_factory=time.time)
     taken_at_guest: float | None = None
     os: str | None = None
     collection_time: float | None = None
     errors: list[dict[str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # Any mapping given (a dict a test built) is held as columns like the rest.
+        self.entries = as_table(self.entries)
 
     @classmethod
     def from_result(
@@ -90,14 +99,13 @@ class FsSnapshot(Mapping[str, Entry]):
         raw = result.get("snapshot")
         if not isinstance(raw, dict):
             raise SnapshotFormatError(f"result has no 'snapshot' object: {type(raw).__name__}")
-        entries: dict[str, Entry] = {}
+        entries = EntryTable()
         if consume:
             while raw:
-                path, meta = raw.popitem()
-                entries[path] = entry_from_meta(path, meta)
+                batch = [raw.popitem() for _ in range(min(len(raw), BATCH))]
+                entries.extend((path, entry_from_meta(path, meta)) for path, meta in batch)
         else:
-            for path, meta in raw.items():
-                entries[path] = entry_from_meta(path, meta)
+            entries.extend((path, entry_from_meta(path, meta)) for path, meta in raw.items())
         collection_time = result.get("collection_time")
         errors = result.get("errors") or []
         if not isinstance(errors, list):
@@ -186,9 +194,14 @@ class FsSnapshot(Mapping[str, Entry]):
         source = Path(path)
         with _open_text(source, "r") as lines:
             header = _read_header(source, lines.readline())
-            entries: dict[str, Entry] = {}
+            entries = EntryTable()
+            batch: list[tuple[str, Entry]] = []
             for number, line in enumerate(lines, start=2):
-                entries.update([_read_entry_line(source, number, line)])
+                batch.append(_read_entry_line(source, number, line))
+                if len(batch) == BATCH:
+                    entries.extend(batch)
+                    batch = []
+            entries.extend(batch)
         if len(entries) != header.get("entry_count", len(entries)):
             raise SnapshotFormatError(
                 f"{source}: header announces {header['entry_count']} entries, "
@@ -217,9 +230,13 @@ class SnapshotPages:
 
     MAX_ERRORS = 10_000
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, like: FsSnapshot | None = None) -> None:
+        """``like``: an earlier snapshot of the same tree, whose path strings this one
+        shares (the facade passes its last one of ``root``)."""
         self.root = root
-        self.entries: dict[str, Entry] = {}
+        self.entries = EntryTable()
+        earlier = like.entries if like is not None else None
+        self._like = earlier if isinstance(earlier, EntryTable) else None
         self.errors: list[dict[str, str]] = []
         self.collection_time: float | None = None
 
@@ -237,14 +254,13 @@ class SnapshotPages:
             raise SnapshotFormatError(f"not a page of records: format={result.get('format')!r}")
         if cursor is not None and not isinstance(cursor, str):
             raise SnapshotFormatError(f"page cursor is not a string: {cursor!r}")
-        before = len(self.entries)
         pairs = list(entries_from_records(records))
-        self.entries.update(pairs)
         added = len(pairs)
-        if added != result.get("entries", added) or len(self.entries) - before != added:
+        new = self.entries.extend(pairs, like=self._like)
+        if added != result.get("entries", added) or new != added:
             raise SnapshotFormatError(
                 f"page announces {result.get('entries')!r} entries, holds {added} "
-                f"({added - (len(self.entries) - before)} paths seen twice)"
+                f"({added - new} paths seen twice)"
             )
         errors = result.get("errors") or []
         if not isinstance(errors, list):
@@ -326,7 +342,12 @@ def diff_snapshots(before: FsSnapshot, after: FsSnapshot) -> FsDiff:
     created = new.keys() - old.keys()
     deleted = old.keys() - new.keys()
     modified: dict[str, FieldChanges] = {}
-    for path in new.keys() & old.keys():
+    both = new.keys() & old.keys()
+    if isinstance(old, EntryTable) and isinstance(new, EntryTable):
+        candidates: Iterable[str] = old.differing(new, both)  # column by column
+    else:
+        candidates = both
+    for path in candidates:
         was, now = old[path], new[path]
         if was != now:
             changes = changed_fields(was, now)

@@ -18,6 +18,7 @@ from pytest_adare.agent.transfer import BINARY_CHUNK
 from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.errors import AgentUnreachable, GuestCommandFailed, ToolError
 from pytest_adare.forensics.diff import FsDiff
+from pytest_adare.forensics.entry_table import EntryTable
 from pytest_adare.guest import AsyncGuest, Guest
 from pytest_adare.loop_thread import shared_loop
 
@@ -114,6 +115,23 @@ async def test_watch_fs_reports_created_and_deleted(aguest: AsyncGuest, tmp_path
     assert watch.diff is not None
     assert watch.diff.created == {f"{root}/new.txt"}
     assert watch.diff.deleted == {f"{root}/old.txt"}
+
+
+@pytest.mark.asyncio
+async def test_two_snapshots_of_a_tree_hold_each_path_once(
+    aguest: AsyncGuest, tmp_path: Path
+) -> None:
+    root = tmp_path / "tree"
+    root.mkdir()
+    for n in range(20):
+        (root / f"file-{n}").write_text("x")
+    async with aguest.watch_fs(str(root)) as watch:
+        (root / "file-3").write_text("changed")
+    assert watch.diff is not None and set(watch.diff.modified) == {f"{root}/file-3"}
+    assert watch.after is not None
+    before, after = watch.before.entries, watch.after.entries
+    assert isinstance(before, EntryTable) and isinstance(after, EntryTable)
+    assert all(after.shared_path(p) is before.shared_path(p) for p in watch.before)
 
 
 @pytest.mark.asyncio

@@ -1,0 +1,256 @@
+"""A snapshot's entries as columns: path → :class:`~pytest_adare.forensics.entry.Entry`
+without one tuple and a dozen number objects per path.
+
+A million-entry snapshot held as a ``dict`` of named tuples costs about 420 bytes an
+entry (the tuple, its own int and float objects, the path); a diff holds two. Here each
+field is one ``array`` (or a ``bytearray`` of kind codes), the rare fields (``sha256``,
+``target``) are dicts by row, and a row's :class:`Entry` is made when it is read. A
+value a column cannot hold (a hostile guest's uid of 2**70) keeps its whole entry aside,
+exactly as it came.
+
+Snapshots of one tree share their path strings: :meth:`EntryTable.extend` ``like=`` an
+earlier table takes the earlier one's string for every path both hold (a path is then
+held once for ``before`` and ``after``).
+
+>>> table = EntryTable()
+>>> table.extend([("/a", Entry("file", 3, 0o100644, 0, 0, 9, 1.5, None, 2.0, None, None, None))])
+1
+>>> table["/a"].size, table["/a"].atime, len(table)
+(3, None, 1)
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Iterator, KeysView, Mapping, Sequence
+from itertools import compress
+from operator import itemgetter, ne, or_
+from typing import Any
+
+from pytest_adare.forensics.entry import ENTRY_KINDS, Entry
+
+_KIND_CODE = {kind: code for code, kind in enumerate(ENTRY_KINDS)}
+_NONE = -math.inf
+"""A time column's None: a guest's time is finite (:func:`~.entry.finite_seconds`), and
+unlike NaN it equals itself, so two columns compare in C."""
+
+_INT_COLUMNS = (("size", "q"), ("mode", "Q"), ("uid", "Q"), ("gid", "Q"), ("inode", "Q"))
+_TIME_COLUMNS = ("mtime", "atime", "ctime", "crtime")
+
+
+class EntryTable(Mapping[str, Entry]):
+    """path → Entry, field by field in arrays; filled by :meth:`extend` (see the module)."""
+
+    __slots__ = ("_ints", "_kinds", "_odd", "_paths", "_rows", "_sha256", "_target", "_times")
+
+    def __init__(self, pairs: Iterable[tuple[str, Entry]] = ()) -> None:
+        self._rows: dict[str, int] = {}
+        self._paths: list[str] = []
+        self._kinds = bytearray()
+        self._ints = tuple(array(code) for _name, code in _INT_COLUMNS)
+        self._times = tuple(array("d") for _ in _TIME_COLUMNS)
+        self._sha256: dict[int, str] = {}
+        self._target: dict[int, str] = {}
+        self._odd: dict[int, Entry] = {}
+        self.extend(pairs)
+
+    # -- reading -----------------------------------------------------------------------
+
+    def __getitem__(self, path: str) -> Entry:
+        return self._entry(self._rows[path])
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._rows
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def keys(self) -> KeysView[str]:
+        # The dict's own view: set operations on two of them run in C (the diff's).
+        return self._rows.keys()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return len(self) == len(other) and all(
+            path in other and other[path] == self[path] for path in self._rows
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # a mapping: unhashable, as dict is
+
+    def __repr__(self) -> str:
+        return f"<EntryTable: {len(self)} entries>"
+
+    def shared_path(self, path: str) -> str:
+        """This table's string for ``path`` when it holds it, else ``path`` itself."""
+        row = self._rows.get(path)
+        return path if row is None else self._paths[row]
+
+    def _entry(self, row: int) -> Entry:
+        odd = self._odd.get(row)
+        if odd is not None:
+            return odd
+        size, mode, uid, gid, inode = (column[row] for column in self._ints)
+        mtime, atime, ctime, crtime = (
+            None if value == _NONE else value for value in (column[row] for column in self._times)
+        )
+        return Entry(
+            ENTRY_KINDS[self._kinds[row]], size, mode, uid, gid, inode, mtime,  # type: ignore[arg-type]
+            atime, ctime, crtime, self._sha256.get(row), self._target.get(row),
+        )  # fmt: skip
+
+    # -- filling -----------------------------------------------------------------------
+
+    def extend(self, pairs: Iterable[tuple[str, Entry]], like: EntryTable | None = None) -> int:
+        """Add ``(path, entry)`` pairs (a path already held takes the new entry, as a dict
+        update does); ``like``: share its path strings. Returns how many paths were new."""
+        fresh: list[tuple[str, Entry]] = []
+        before = len(self._rows)
+        for path, entry in pairs:
+            row = self._rows.get(path)
+            if row is not None:
+                if row >= before:  # twice in these pairs: the later one, as a dict keeps
+                    fresh[row - before] = (fresh[row - before][0], entry)
+                else:
+                    self._replace(row, entry)
+                continue
+            if like is not None:
+                path = like.shared_path(path)
+            self._rows[path] = before + len(fresh)
+            fresh.append((path, entry))
+        if fresh:
+            self._append([path for path, _ in fresh], [entry for _, entry in fresh])
+        return len(fresh)
+
+    def _append(self, paths: list[str], entries: list[Entry]) -> None:
+        first = len(self._paths)
+        self._paths += paths
+        columns = list(zip(*entries, strict=True))
+        kinds, times = columns[0], columns[6:10]
+        try:
+            packed_ints = [
+                array(code, values)
+                for (_name, code), values in zip(_INT_COLUMNS, columns[1:6], strict=True)
+            ]
+            packed_times = [
+                array("d", [_NONE if value is None else value for value in values])
+                for values in times
+            ]
+            codes = bytes(map(_KIND_CODE.__getitem__, kinds))
+            if any(value == _NONE or value != value
+                   for values in times for value in values if value is not None):  # fmt: skip
+                raise ValueError("a time that would not read back")  # kept whole instead
+        except (OverflowError, TypeError, ValueError, KeyError):
+            for offset, entry in enumerate(entries):  # row by row: the odd ones kept whole
+                self._append_one(first + offset, entry)
+            return
+        self._kinds += codes
+        for column, packed in zip(self._ints, packed_ints, strict=True):
+            column.extend(packed)
+        for times_column, packed_time in zip(self._times, packed_times, strict=True):
+            times_column.extend(packed_time)
+        for offset, (sha256, target) in enumerate(zip(columns[10], columns[11], strict=True)):
+            if sha256 is not None:
+                self._sha256[first + offset] = sha256
+            if target is not None:
+                self._target[first + offset] = target
+
+    def _append_one(self, row: int, entry: Entry) -> None:
+        self._kinds.append(0)
+        for column in self._ints:
+            column.append(0)
+        for times_column in self._times:
+            times_column.append(_NONE)
+        self._replace(row, entry)
+
+    def _replace(self, row: int, entry: Entry) -> None:
+        self._odd.pop(row, None)
+        self._sha256.pop(row, None)
+        self._target.pop(row, None)
+        try:
+            code = _KIND_CODE[entry.kind]
+            ints = [array(c, [v]) for (_n, c), v in zip(_INT_COLUMNS, entry[1:6], strict=True)]
+            times = [_NONE if v is None else float(v) for v in entry[6:10]]
+        except (OverflowError, TypeError, ValueError, KeyError):
+            self._odd[row] = entry
+            return
+        if any(t == _NONE or t != t for t, v in zip(times, entry[6:10], strict=True)
+               if v is not None):  # fmt: skip
+            self._odd[row] = entry  # a time that would not read back as it was
+            return
+        self._kinds[row] = code
+        for column, packed in zip(self._ints, ints, strict=True):
+            column[row] = packed[0]
+        for times_column, value in zip(self._times, times, strict=True):
+            times_column[row] = value
+        if entry.sha256 is not None:
+            self._sha256[row] = entry.sha256
+        if entry.target is not None:
+            self._target[row] = entry.target
+
+    def differing(self, later: EntryTable, paths: Iterable[str]) -> list[str]:
+        """Of ``paths`` (held by both), those whose kind, size, mode, owner, times
+        (``mtime``, ``ctime``), ``sha256`` or ``target`` may differ in ``later``: a
+        superset of a diff's modified paths, found column by column in C (a row is never
+        made into an Entry here). Rows kept whole are always in it."""
+        paths = list(paths)
+        if not paths:
+            return []
+        mine = array("q", map(self._rows.__getitem__, paths))
+        theirs = array("q", map(later._rows.__getitem__, paths))
+        columns: list[tuple[Sequence[Any], Sequence[Any]]] = [
+            (self._kinds, later._kinds),
+            *zip(self._ints[:4], later._ints[:4], strict=True),  # size, mode, uid, gid
+            (self._times[0], later._times[0]),  # mtime
+            (self._times[2], later._times[2]),  # ctime
+        ]
+        # A column's values at the paths' rows gathered in C (itemgetter), compared as two
+        # tuples: equal (most columns), it has nothing to say; else its rows that differ.
+        gather_mine, gather_theirs = _gatherer(mine), _gatherer(theirs)
+        flags: Iterator[Any] | None = None
+        for old, new in columns:
+            before, after = gather_mine(old), gather_theirs(new)
+            if before == after:
+                continue
+            differs = map(ne, before, after)
+            flags = differs if flags is None else map(or_, flags, differs)
+        found = set(compress(paths, flags)) if flags is not None else set()
+        # The rare fields and the rows kept whole: checked by row, only where they are.
+        by_row = {row: path for path, row in zip(paths, mine, strict=True)} if (
+            self._sha256 or self._target or self._odd
+        ) else {}  # fmt: skip
+        for row in (*self._sha256, *self._target, *self._odd):
+            if row in by_row:
+                found.add(by_row[row])
+        if later._sha256 or later._target or later._odd:
+            later_rows = {row: path for path, row in zip(paths, theirs, strict=True)}
+            for row in (*later._sha256, *later._target, *later._odd):
+                if row in later_rows:
+                    found.add(later_rows[row])
+        return list(found)
+
+    def memory_bytes(self) -> int:
+        """The columns' bytes (not the paths, the index or the rare fields)."""
+        ints = sum(c.itemsize * len(c) for c in self._ints)
+        return len(self._kinds) + ints + sum(c.itemsize * len(c) for c in self._times)
+
+
+def _gatherer(rows: array[int]) -> Any:
+    """``column -> tuple`` of the column's values at ``rows`` (a tuple for one row too)."""
+    if len(rows) == 1:
+        row = rows[0]
+        return lambda column: (column[row],)
+    return itemgetter(*rows)
+
+
+def as_table(entries: Mapping[str, Entry] | Iterable[tuple[str, Entry]] | Any) -> EntryTable:
+    """``entries`` as an :class:`EntryTable` (itself when it is one)."""
+    if isinstance(entries, EntryTable):
+        return entries
+    if isinstance(entries, Mapping):
+        return EntryTable(entries.items())
+    return EntryTable(entries)
