@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable, Iterator, KeysView, Mapping, Sequence
-from itertools import compress
+from itertools import compress, islice
 from operator import itemgetter, ne, or_
 from typing import Any
 
@@ -35,6 +35,8 @@ _NONE = -math.inf
 """A time column's None: a guest's time is finite (:func:`~.entry.finite_seconds`), and
 unlike NaN it equals itself, so two columns compare in C."""
 
+DIFF_CHUNK = 65_536
+"""Paths whose columns :meth:`EntryTable.differing` gathers at a time."""
 _INT_COLUMNS = (("size", "q"), ("mode", "Q"), ("uid", "Q"), ("gid", "Q"), ("inode", "Q"))
 _TIME_COLUMNS = ("mtime", "atime", "ctime", "crtime")
 
@@ -197,9 +199,13 @@ class EntryTable(Mapping[str, Entry]):
         (``mtime``, ``ctime``), ``sha256`` or ``target`` may differ in ``later``: a
         superset of a diff's modified paths, found column by column in C (a row is never
         made into an Entry here). Rows kept whole are always in it."""
-        paths = list(paths)
-        if not paths:
-            return []
+        found: list[str] = []
+        stream = iter(paths)
+        while chunk := list(islice(stream, DIFF_CHUNK)):  # bounded: a chunk's values at once
+            found += self._differing_chunk(later, chunk)
+        return found
+
+    def _differing_chunk(self, later: EntryTable, paths: list[str]) -> list[str]:
         mine = array("q", map(self._rows.__getitem__, paths))
         theirs = array("q", map(later._rows.__getitem__, paths))
         columns: list[tuple[Sequence[Any], Sequence[Any]]] = [
@@ -208,7 +214,7 @@ class EntryTable(Mapping[str, Entry]):
             (self._times[0], later._times[0]),  # mtime
             (self._times[2], later._times[2]),  # ctime
         ]
-        # A column's values at the paths' rows gathered in C (itemgetter), compared as two
+        # A column's values at the rows gathered in C (itemgetter), compared as two
         # tuples: equal (most columns), it has nothing to say; else its rows that differ.
         gather_mine, gather_theirs = _gatherer(mine), _gatherer(theirs)
         flags: Iterator[Any] | None = None
@@ -219,18 +225,16 @@ class EntryTable(Mapping[str, Entry]):
             differs = map(ne, before, after)
             flags = differs if flags is None else map(or_, flags, differs)
         found = set(compress(paths, flags)) if flags is not None else set()
-        # The rare fields and the rows kept whole: checked by row, only where they are.
-        by_row = {row: path for path, row in zip(paths, mine, strict=True)} if (
-            self._sha256 or self._target or self._odd
-        ) else {}  # fmt: skip
-        for row in (*self._sha256, *self._target, *self._odd):
-            if row in by_row:
-                found.add(by_row[row])
-        if later._sha256 or later._target or later._odd:
-            later_rows = {row: path for path, row in zip(paths, theirs, strict=True)}
-            for row in (*later._sha256, *later._target, *later._odd):
-                if row in later_rows:
-                    found.add(later_rows[row])
+        # The rare fields and the rows kept whole, row by row where either table has any.
+        rare = (self._sha256, self._target, self._odd, later._sha256, later._target, later._odd)
+        if any(rare):
+            for path, row, their_row in zip(paths, mine, theirs, strict=True):
+                if (
+                    row in self._odd or their_row in later._odd
+                    or self._sha256.get(row) != later._sha256.get(their_row)
+                    or self._target.get(row) != later._target.get(their_row)
+                ):  # fmt: skip
+                    found.add(path)
         return list(found)
 
     def memory_bytes(self) -> int:
