@@ -47,6 +47,18 @@ def manager(d, root):
     except Exception:
         return None
 
+def clients(d, root):
+    # The windows the manager manages (EWMH), by class: what a timeout should show.
+    try:
+        listed = root.get_full_property(d.intern_atom("_NET_CLIENT_LIST"), X.AnyPropertyType)
+        names = []
+        for wid in (listed.value if listed else []):
+            wm_class = d.create_resource_object("window", wid).get_wm_class()
+            names.append(wm_class[-1] if wm_class else hex(wid))
+        return ", ".join(names) or "none"
+    except Exception as exc:
+        return f"unknown ({type(exc).__name__})"
+
 while time.monotonic() < deadline:
     try:
         d = display.Display(sys.argv[2])
@@ -58,7 +70,8 @@ while time.monotonic() < deadline:
             if wm_class:
                 wm = manager(d, root)
                 if wm is not None and any(part.lower() == wm for part in wm_class):
-                    last = f"only the window manager's own window ({wm}) has the keyboard focus"
+                    last = (f"only the window manager's own window ({wm}) has the keyboard "
+                            f"focus; windows it manages: {clients(d, root)}")
                     break
                 print("focused", " ".join(wm_class))
                 sys.exit(0)

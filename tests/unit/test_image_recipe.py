@@ -156,11 +156,16 @@ def test_the_xfce_layout_makes_lightdm_log_the_user_into_xfce(tmp_path: Path) ->
     channels = overlay / "etc/xdg/xfce4/xfconf/xfce-perchannel-xml"
     assert (channels / "xfce4-panel.xml").read_text() == panel.read_text()
     assert 'name="KeyRepeat" type="bool" value="false"' in (channels / "keyboards.xml").read_text()
-    assert (
-        "Exec=xfce4-terminal" in (overlay / "etc/xdg/autostart/adare-terminal.desktop").read_text()
-    )
+    autostart = (overlay / "etc/xdg/autostart/adare-terminal.desktop").read_text()
+    assert "Exec=/adare/init/xfce-terminal.sh\n" in autostart
     init = overlay / "adare/init"
-    assert {"xfce-display.sh", "xfce-session.sh"} <= {p.name for p in init.iterdir()}
+    assert {"xfce-display.sh", "xfce-session.sh", "xfce-terminal.sh"} <= {
+        p.name for p in init.iterdir()
+    }
+    # Started once the window manager manages the screen, then the terminal itself.
+    terminal = (init / "xfce-terminal.sh").read_text()
+    assert "_NET_SUPPORTING_WM_CHECK" in terminal
+    assert terminal.rstrip().endswith("exec xfce4-terminal --geometry=100x30+40+40")
     assert not list(init.glob("*.xml")) and not list(init.glob("*.conf"))
     env = (init / "agent.env").read_text()
     assert "export XAUTHORITY='/var/run/lightdm/root/:0'" in env and "export DISPLAY=':0'" in env

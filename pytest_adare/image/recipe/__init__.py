@@ -190,6 +190,7 @@ _XFCE_FILES = (
     "demo-dialog.sh",
     "xfce-display.sh",
     "xfce-session.sh",
+    "xfce-terminal.sh",
     "xfce-lightdm.conf",
     "xfce-keyboards.xml",
     "xfce-xfwm4.xml",
