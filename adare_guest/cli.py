@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from adare_guest import __version__
 from adare_guest.config import AgentConfig, ConfigError, default_run_dir, load_config
-from adare_guest.deferred_log import AgentFormatter, DeferredFileHandler
 from adare_guest.identity import bundle_hash
 
 if TYPE_CHECKING:
@@ -81,14 +80,13 @@ def configure_logging(config: AgentConfig) -> None:
     fallback_reason = None
     if config.logfile:
         try:
-            # A call's INFO line is written after its reply is sent (deferred_log.py).
-            handler = DeferredFileHandler(config.logfile, encoding="utf-8")
+            handler = logging.FileHandler(config.logfile, encoding="utf-8")
         except OSError as exc:
             handler = logging.StreamHandler(sys.stderr)
             fallback_reason = f"cannot open log file {config.logfile}: {exc}"
     else:
         handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(AgentFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(config.log_level_number)

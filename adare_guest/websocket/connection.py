@@ -60,8 +60,6 @@ log = logging.getLogger("adare_guest.websocket")
 
 WRITE_LIMIT = 32 * 1024
 """Bytes the transport may buffer before :meth:`WebSocketConnection.send` waits."""
-JOIN_BELOW = 64 * 1024
-"""A message's header and payload up to this size go out in one write (one copy)."""
 MAX_QUEUE = 16
 """Messages received but not yet read before reading from the socket pauses."""
 MAX_QUEUE_BYTES = 16 * 1024 * 1024
@@ -158,14 +156,8 @@ class WebSocketConnection:
             raise TypeError(f"cannot send {type(message).__name__}: only str or bytes")
         if self._close_sent or self.closed:
             raise self._closed_error()
-        header = frame_header(opcode, len(payload))
-        if len(payload) <= JOIN_BELOW:
-            # One write, one send(2): as two, every reply cost a second system call
-            # (half the agent's time in send() for a get_timestamp round trip).
-            self.transport.write(header + payload)
-        else:  # a copy of a large payload costs more than the second call
-            self.transport.write(header)
-            self.transport.write(payload)
+        self.transport.write(frame_header(opcode, len(payload)))
+        self.transport.write(payload)
         await self._drain()
 
     async def recv(self) -> str | bytes:
