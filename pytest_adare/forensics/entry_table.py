@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterable, Iterator, KeysView, Mapping, Sequence
-from itertools import compress, islice
+from itertools import compress, islice, repeat
 from operator import itemgetter, ne, or_
 from typing import Any
 
@@ -110,8 +110,19 @@ class EntryTable(Mapping[str, Entry]):
     def extend(self, pairs: Iterable[tuple[str, Entry]], like: EntryTable | None = None) -> int:
         """Add ``(path, entry)`` pairs (a path already held takes the new entry, as a dict
         update does); ``like``: share its path strings. Returns how many paths were new."""
-        fresh: list[tuple[str, Entry]] = []
+        pairs = list(pairs)
+        if not pairs:
+            return 0
+        paths = list(map(itemgetter(0), pairs))
         before = len(self._rows)
+        if len(set(paths)) == len(paths) and self._rows.keys().isdisjoint(paths):
+            # A page of new paths (every page of a listing): all in C but the sharing.
+            if like is not None:
+                paths = list(map(_shared, map(like._rows.get, paths), paths, repeat(like._paths)))
+            self._rows.update(zip(paths, range(before, before + len(paths)), strict=True))
+            self._append(paths, list(map(itemgetter(1), pairs)))
+            return len(paths)
+        fresh: list[tuple[str, Entry]] = []
         for path, entry in pairs:
             row = self._rows.get(path)
             if row is not None:
@@ -130,7 +141,6 @@ class EntryTable(Mapping[str, Entry]):
 
     def _append(self, paths: list[str], entries: list[Entry]) -> None:
         first = len(self._paths)
-        self._paths += paths
         columns = list(zip(*entries, strict=True))
         kinds, times = columns[0], columns[6:10]
         try:
@@ -138,28 +148,22 @@ class EntryTable(Mapping[str, Entry]):
                 array(code, values)
                 for (_name, code), values in zip(_INT_COLUMNS, columns[1:6], strict=True)
             ]
-            packed_times = [
-                array("d", [_NONE if value is None else value for value in values])
-                for values in times
-            ]
+            packed_times = [_time_column(values) for values in times]
             codes = bytes(map(_KIND_CODE.__getitem__, kinds))
-            if any(value == _NONE or value != value
-                   for values in times for value in values if value is not None):  # fmt: skip
-                raise ValueError("a time that would not read back")  # kept whole instead
         except (OverflowError, TypeError, ValueError, KeyError):
+            self._paths += paths
             for offset, entry in enumerate(entries):  # row by row: the odd ones kept whole
                 self._append_one(first + offset, entry)
             return
+        self._paths += paths
         self._kinds += codes
         for column, packed in zip(self._ints, packed_ints, strict=True):
             column.extend(packed)
         for times_column, packed_time in zip(self._times, packed_times, strict=True):
             times_column.extend(packed_time)
-        for offset, (sha256, target) in enumerate(zip(columns[10], columns[11], strict=True)):
-            if sha256 is not None:
-                self._sha256[first + offset] = sha256
-            if target is not None:
-                self._target[first + offset] = target
+        for rare, values in ((self._sha256, columns[10]), (self._target, columns[11])):
+            if values.count(None) != len(values):  # most pages: no hash, no link
+                rare.update((first + i, v) for i, v in enumerate(values) if v is not None)
 
     def _append_one(self, row: int, entry: Entry) -> None:
         self._kinds.append(0)
@@ -241,6 +245,25 @@ class EntryTable(Mapping[str, Entry]):
         """The columns' bytes (not the paths, the index or the rare fields)."""
         ints = sum(c.itemsize * len(c) for c in self._ints)
         return len(self._kinds) + ints + sum(c.itemsize * len(c) for c in self._times)
+
+
+def _shared(row: int | None, path: str, paths: list[str]) -> str:
+    return path if row is None else paths[row]
+
+
+def _time_column(values: tuple[Any, ...]) -> array[float]:
+    """One time field of a batch as its column; None is :data:`_NONE`.
+
+    :raise ValueError: a time that would not read back (NaN, or the sentinel itself).
+    """
+    nones = values.count(None)
+    if nones == len(values):  # crtime, nearly always
+        return array("d", [_NONE]) * len(values)
+    column = array("d", values if not nones else [_NONE if v is None else v for v in values])
+    present = column if not nones else [v for v in values if v is not None]
+    if any(map(math.isnan, present)) or min(present) == _NONE:
+        raise ValueError("a time that would not read back")  # the batch is kept row by row
+    return column
 
 
 def _gatherer(rows: array[int]) -> Any:
