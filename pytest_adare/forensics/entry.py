@@ -211,6 +211,27 @@ def _records_by_column(text: str) -> list[tuple[str, Entry]] | None:
     and the kind-dependent fields take a Python expression each. The results equal
     :func:`_records_by_field`'s (tests/unit/test_snapshot_records.py).
     """
+    read = page_columns(text)
+    if read is None:
+        return None
+    paths, (kinds, sizes, modes, uids, gids, inodes, mtimes, atimes, ctimes, *rest) = read
+    columns = zip(
+        kinds, sizes, _shared(modes), uids, gids, inodes, mtimes,
+        _same_as(mtimes, atimes), _same_as(mtimes, ctimes), *rest, strict=True,
+    )  # fmt: skip
+    entries = list(map(tuple.__new__, repeat(Entry), columns))
+    return list(zip(paths, entries, strict=True))
+
+
+def page_columns(text: str) -> tuple[list[str], list[list[Any]]] | None:
+    """A page's paths and its :class:`Entry` fields as 12 columns (lists, in the
+    Entry's field order), each value as :func:`entries_from_records` gives it; None
+    when a record does not read this way (the field-by-field reader then says why)."""
+    with _collection_paused():
+        return _page_columns(text)
+
+
+def _page_columns(text: str) -> tuple[list[str], list[list[Any]]] | None:
     parts = text.split("\0")
     if parts.pop() != "" or len(parts) % 2:
         return None
@@ -224,28 +245,23 @@ def _records_by_column(text: str) -> list[tuple[str, Entry]] | None:
         return None
     kinds = list(map(_KIND_BY_LETTER.get, letters, repeat("other")))
     try:
-        modes = list(map(or_, map(_TYPE_BITS.get, letters, repeat(0)), map(int, perms, repeat(8))))
-        mtimes = _column_times(fields[6::RECORD_FIELDS])
-        atimes = _same_as(mtimes, _column_times(fields[7::RECORD_FIELDS]))
-        ctimes = _same_as(mtimes, _column_times(fields[8::RECORD_FIELDS]))
-        columns = zip(
+        columns: list[list[Any]] = [
             kinds,
-            map(int, fields[1::RECORD_FIELDS]),
-            _shared(modes),
-            map(int, fields[3::RECORD_FIELDS]),
-            map(int, fields[4::RECORD_FIELDS]),
-            map(int, fields[5::RECORD_FIELDS]),
-            mtimes,
-            atimes,
-            ctimes,
-            repeat(None),
+            list(map(int, fields[1::RECORD_FIELDS])),
+            list(map(or_, map(_TYPE_BITS.get, letters, repeat(0)), map(int, perms, repeat(8)))),
+            list(map(int, fields[3::RECORD_FIELDS])),
+            list(map(int, fields[4::RECORD_FIELDS])),
+            list(map(int, fields[5::RECORD_FIELDS])),
+            _column_times(fields[6::RECORD_FIELDS]),
+            _column_times(fields[7::RECORD_FIELDS]),
+            _column_times(fields[8::RECORD_FIELDS]),
+            [None] * len(heads),
             [None if digest == "-" else digest.lower() for digest in digests],
             [t if k == "symlink" and t else None for k, t in zip(kinds, targets, strict=True)],
-        )
-        entries = list(map(tuple.__new__, repeat(Entry), columns))
+        ]
     except (ValueError, OverflowError):
         return None
-    return list(zip(fields[10::RECORD_FIELDS], entries, strict=True))
+    return fields[10::RECORD_FIELDS], columns
 
 
 # Memory: a million entries must fit well under 1 GiB on the host (bench/scale.py). An

@@ -140,8 +140,27 @@ class EntryTable(Mapping[str, Entry]):
         return len(fresh)
 
     def _append(self, paths: list[str], entries: list[Entry]) -> None:
+        self._append_columns(paths, list(zip(*entries, strict=True)))
+
+    def extend_columns(
+        self, paths: list[str], columns: Sequence[Sequence[Any]], like: EntryTable | None = None
+    ) -> int:
+        """:meth:`extend` from a page already in columns (``paths`` and the 12 fields in
+        the Entry's order, as :func:`~.entry.page_columns` reads them): no Entry made."""
+        if not paths:
+            return 0
+        if len(set(paths)) != len(paths) or not self._rows.keys().isdisjoint(paths):
+            rows = map(tuple.__new__, repeat(Entry), zip(*columns, strict=True))
+            return self.extend(zip(paths, rows, strict=True), like)
+        before = len(self._rows)
+        if like is not None:
+            paths = list(map(_shared, map(like._rows.get, paths), paths, repeat(like._paths)))
+        self._rows.update(zip(paths, range(before, before + len(paths)), strict=True))
+        self._append_columns(paths, columns)
+        return len(paths)
+
+    def _append_columns(self, paths: list[str], columns: Sequence[Sequence[Any]]) -> None:
         first = len(self._paths)
-        columns = list(zip(*entries, strict=True))
         kinds, times = columns[0], columns[6:10]
         try:
             packed_ints = [
@@ -152,6 +171,7 @@ class EntryTable(Mapping[str, Entry]):
             codes = bytes(map(_KIND_CODE.__getitem__, kinds))
         except (OverflowError, TypeError, ValueError, KeyError):
             self._paths += paths
+            entries = map(tuple.__new__, repeat(Entry), zip(*columns, strict=True))
             for offset, entry in enumerate(entries):  # row by row: the odd ones kept whole
                 self._append_one(first + offset, entry)
             return
@@ -162,7 +182,7 @@ class EntryTable(Mapping[str, Entry]):
         for times_column, packed_time in zip(self._times, packed_times, strict=True):
             times_column.extend(packed_time)
         for rare, values in ((self._sha256, columns[10]), (self._target, columns[11])):
-            if values.count(None) != len(values):  # most pages: no hash, no link
+            if list(values).count(None) != len(values):  # most pages: no hash, no link
                 rare.update((first + i, v) for i, v in enumerate(values) if v is not None)
 
     def _append_one(self, row: int, entry: Entry) -> None:
@@ -251,12 +271,12 @@ def _shared(row: int | None, path: str, paths: list[str]) -> str:
     return path if row is None else paths[row]
 
 
-def _time_column(values: tuple[Any, ...]) -> array[float]:
+def _time_column(values: Sequence[Any]) -> array[float]:
     """One time field of a batch as its column; None is :data:`_NONE`.
 
     :raise ValueError: a time that would not read back (NaN, or the sentinel itself).
     """
-    nones = values.count(None)
+    nones = list(values).count(None)
     if nones == len(values):  # crtime, nearly always
         return array("d", [_NONE]) * len(values)
     column = array("d", values if not nones else [_NONE if v is None else v for v in values])

@@ -39,6 +39,7 @@ from pytest_adare.forensics.entry import (
     entry_from_meta,
     finite_seconds,
     number_or_none,
+    page_columns,
 )
 from pytest_adare.forensics.entry_table import EntryTable, as_table
 
@@ -254,9 +255,14 @@ class SnapshotPages:
             raise SnapshotFormatError(f"not a page of records: format={result.get('format')!r}")
         if cursor is not None and not isinstance(cursor, str):
             raise SnapshotFormatError(f"page cursor is not a string: {cursor!r}")
-        pairs = list(entries_from_records(records))
-        added = len(pairs)
-        new = self.entries.extend(pairs, like=self._like)
+        read = page_columns(records)  # a lister's page: straight into the columns
+        if read is not None:
+            added = len(read[0])
+            new = self.entries.extend_columns(*read, like=self._like)
+        else:
+            pairs = list(entries_from_records(records))  # names a bad record
+            added = len(pairs)
+            new = self.entries.extend(pairs, like=self._like)
         if added != result.get("entries", added) or new != added:
             raise SnapshotFormatError(
                 f"page announces {result.get('entries')!r} entries, holds {added} "
