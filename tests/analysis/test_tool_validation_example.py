@@ -31,14 +31,24 @@ def test_the_papers_scenarios_are_scored_by_two_dissect_versions(
     )  # fmt: skip
     result.assert_outcomes(passed=3)
     header = "| expectation | " + " | ".join(f"`{v}`" for v in DISSECT_VERSIONS) + " |"
-    result.stdout.fnmatch_lines(["*Captured adare tools call*", header, "| trash path=*"])
+    # The Trash scenario's table has the test's own fls run as a third column.
+    with_fls = header + " `fls` |"
+    result.stdout.fnmatch_lines(["*Captured adare tools call*", with_fls, "| trash path=*"])
+    result.stdout.fnmatch_lines(["*| file path=/home/user/.local/share/Trash/files/report.txt "
+                                 "deleted=False | not judged | not judged | found: *"])  # fmt: skip
     result.stdout.fnmatch_lines(["*Captured adare tools call*", header, "| recentlyused href=*"])
     result.stdout.fnmatch_lines(["*Captured adare tools call*", header, "| wtmp ut_type=*"])
     document = json.loads((out / "adare-tools.json").read_text())
     assert len(document["tests"]) == 3
     for test, report in document["tests"].items():
-        assert [run["tool"] for run in report["runs"]] == list(DISSECT_VERSIONS)
+        dissect = [run for run in report["runs"] if run["tool"] != "fls"]
+        assert [run["tool"] for run in dissect] == list(DISSECT_VERSIONS)
         expected = 3 if "login" in test else 1  # the login: its wtmp record, two journal lines
-        assert all(run["counts"]["found"] == expected for run in report["runs"]), report["runs"]
+        assert all(run["counts"]["found"] == expected for run in dissect), report["runs"]
+        # Versions are compared within the step's runs, never against fls.
         assert [step["to"] for step in report["version_changes"]] == [DISSECT_VERSIONS[1]]
+        fls = [run for run in report["runs"] if run["tool"] == "fls"]
+        assert (len(fls) == 1) == ("trash" in test), report["runs"]
+        if fls:  # the Trash's two files, and the folders the move made, at least
+            assert fls[0]["counts"]["found"] >= 2, fls
     assert header in (out / "adare-tools.md").read_text()
