@@ -114,14 +114,10 @@ class EntryTable(Mapping[str, Entry]):
         if not pairs:
             return 0
         paths = list(map(itemgetter(0), pairs))
+        if self._all_new(paths):
+            given = map(itemgetter(1), pairs)
+            return self._add_new(paths, list(zip(*given, strict=True)), like)
         before = len(self._rows)
-        if len(set(paths)) == len(paths) and self._rows.keys().isdisjoint(paths):
-            # A page of new paths (every page of a listing): all in C but the sharing.
-            if like is not None:
-                paths = list(map(_shared, map(like._rows.get, paths), paths, repeat(like._paths)))
-            self._rows.update(zip(paths, range(before, before + len(paths)), strict=True))
-            self._append(paths, list(map(itemgetter(1), pairs)))
-            return len(paths)
         fresh: list[tuple[str, Entry]] = []
         for path, entry in pairs:
             row = self._rows.get(path)
@@ -136,11 +132,9 @@ class EntryTable(Mapping[str, Entry]):
             self._rows[path] = before + len(fresh)
             fresh.append((path, entry))
         if fresh:
-            self._append([path for path, _ in fresh], [entry for _, entry in fresh])
+            entries = [entry for _, entry in fresh]
+            self._append_columns([path for path, _ in fresh], list(zip(*entries, strict=True)))
         return len(fresh)
-
-    def _append(self, paths: list[str], entries: list[Entry]) -> None:
-        self._append_columns(paths, list(zip(*entries, strict=True)))
 
     def extend_columns(
         self, paths: list[str], columns: Sequence[Sequence[Any]], like: EntryTable | None = None
@@ -149,9 +143,19 @@ class EntryTable(Mapping[str, Entry]):
         the Entry's order, as :func:`~.entry.page_columns` reads them): no Entry made."""
         if not paths:
             return 0
-        if len(set(paths)) != len(paths) or not self._rows.keys().isdisjoint(paths):
+        if not self._all_new(paths):
             rows = map(tuple.__new__, repeat(Entry), zip(*columns, strict=True))
             return self.extend(zip(paths, rows, strict=True), like)
+        return self._add_new(paths, columns, like)
+
+    def _all_new(self, paths: list[str]) -> bool:
+        """No path twice and none held yet: every page of a listing."""
+        return len(set(paths)) == len(paths) and self._rows.keys().isdisjoint(paths)
+
+    def _add_new(
+        self, paths: list[str], columns: Sequence[Sequence[Any]], like: EntryTable | None
+    ) -> int:
+        """Rows for ``paths`` (all new, see :meth:`_all_new`), all in C but the sharing."""
         before = len(self._rows)
         if like is not None:
             paths = list(map(_shared, map(like._rows.get, paths), paths, repeat(like._paths)))
@@ -182,7 +186,7 @@ class EntryTable(Mapping[str, Entry]):
         for times_column, packed_time in zip(self._times, packed_times, strict=True):
             times_column.extend(packed_time)
         for rare, values in ((self._sha256, columns[10]), (self._target, columns[11])):
-            if list(values).count(None) != len(values):  # most pages: no hash, no link
+            if values.count(None) != len(values):  # most pages: no hash, no link
                 rare.update((first + i, v) for i, v in enumerate(values) if v is not None)
 
     def _append_one(self, row: int, entry: Entry) -> None:
@@ -261,11 +265,6 @@ class EntryTable(Mapping[str, Entry]):
                     found.add(path)
         return list(found)
 
-    def memory_bytes(self) -> int:
-        """The columns' bytes (not the paths, the index or the rare fields)."""
-        ints = sum(c.itemsize * len(c) for c in self._ints)
-        return len(self._kinds) + ints + sum(c.itemsize * len(c) for c in self._times)
-
 
 def _shared(row: int | None, path: str, paths: list[str]) -> str:
     return path if row is None else paths[row]
@@ -276,7 +275,7 @@ def _time_column(values: Sequence[Any]) -> array[float]:
 
     :raise ValueError: a time that would not read back (NaN, or the sentinel itself).
     """
-    nones = list(values).count(None)
+    nones = values.count(None)
     if nones == len(values):  # crtime, nearly always
         return array("d", [_NONE]) * len(values)
     column = array("d", values if not nones else [_NONE if v is None else v for v in values])

@@ -13,7 +13,7 @@ on either side, only one page at a time besides the entries.
 
 Each path maps to one :class:`Entry`, held as columns
 (:class:`~pytest_adare.forensics.entry_table.EntryTable`: arrays, no object per field),
-so a million entries cost about 150 MB, and snapshots of one tree taken one after the
+so a million entries cost about 240 MB, and snapshots of one tree taken one after the
 other share their path strings. :meth:`FsSnapshot.save` and
 :meth:`FsSnapshot.load` stream JSON Lines (gzip when the name ends in ``.gz``)
 one entry at a time, never one giant JSON document.
