@@ -97,7 +97,10 @@ class GroundTruth:
 
         :raise TypeError: records without ``kind`` that are not a mapping of kinds.
         """
-        found = self._plain(records, kind)
+        return self._judge(self._plain(records, kind), tool)
+
+    def _judge(self, found: ToolRecords, tool: str) -> Score:
+        """``found`` scored against the expectations of the kinds it holds."""
         return score(tool, [e for e in self.expectations if e.kind in found], found)
 
     @staticmethod

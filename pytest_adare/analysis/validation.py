@@ -90,7 +90,7 @@ class ToolValidation(GroundTruth):
     ) -> Score:  # fmt: skip
         """:meth:`GroundTruth.score`, kept in the test's report and bundle as ``tool``'s."""
         found = self._plain(records, kind)
-        judged = score(tool, [e for e in self.expectations if e.kind in found], found)
+        judged = self._judge(found, tool)
         self.validations.append(Validation(StepRun(tool, found), judged, next(self._groups)))
         return judged
 
