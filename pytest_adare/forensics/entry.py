@@ -211,7 +211,7 @@ def _records_by_column(text: str) -> list[tuple[str, Entry]] | None:
     and the kind-dependent fields take a Python expression each. The results equal
     :func:`_records_by_field`'s (tests/unit/test_snapshot_records.py).
     """
-    read = page_columns(text)
+    read = _page_columns(text)  # the caller paused the collector
     if read is None:
         return None
     paths, (kinds, sizes, modes, uids, gids, inodes, mtimes, atimes, ctimes, *rest) = read
