@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import math
 import random
+import sys
+import tracemalloc
 
 import pytest
 
+from pytest_adare.forensics import entry_table
 from pytest_adare.forensics.diff import changed_fields
 from pytest_adare.forensics.entry import Entry
 from pytest_adare.forensics.entry_table import EntryTable
@@ -82,9 +85,7 @@ def test_a_diff_over_columns_finds_what_one_over_the_entries_finds(seed: int) ->
 
 def test_a_later_snapshot_of_the_tree_shares_the_earlier_ones_paths() -> None:
     def page(size: int) -> dict[str, object]:
-        records = "".join(
-            f"f {size} 644 0 0 {i} 1.5 1.5 1.5 - /t/file-{i}\0\0" for i in range(50)
-        )
+        records = "".join(f"f {size} 644 0 0 {i} 1.5 1.5 1.5 - /t/file-{i}\0\0" for i in range(50))
         return {"status": "success", "format": "lines", "cursor": None,
                 "records": records, "entries": 50}  # fmt: skip
 
@@ -98,6 +99,42 @@ def test_a_later_snapshot_of_the_tree_shares_the_earlier_ones_paths() -> None:
     for path in before:
         assert after.entries.shared_path(path) is before.entries.shared_path(path)
     assert len(after.diff(before).modified) == 50
+
+
+def test_a_later_snapshot_holds_no_row_number_of_its_own_where_the_earlier_has_it() -> None:
+    # Rows above 256 (CPython's small ints are shared anyway), in another order, some new.
+    earlier = EntryTable((f"/t/f{i}", entry(inode=i)) for i in range(1000))
+    paths = [f"/t/f{i}" for i in reversed(range(1000))] + ["/t/new-1", "/t/new-2"]
+    later = EntryTable()
+    later.extend_columns(
+        paths, list(zip(*(entry(inode=7) for _ in paths), strict=True)), like=earlier
+    )
+    theirs = {row: row for row in earlier._rows.values()}
+    assert all(row is theirs[row] for row in later._rows.values() if row < 1000)
+    assert sorted(later._rows.values()) == list(range(1002))
+    assert later["/t/f0"] == entry(inode=7) and later["/t/new-2"] == entry(inode=7)
+
+
+def test_a_diff_gathers_the_paths_that_differ_not_a_set_of_every_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Small column chunks, so what the diff holds at once is what it gathers beside them.
+    monkeypatch.setattr(entry_table, "DIFF_CHUNK", 1024)
+    size = 50_000
+    old = EntryTable((f"/t/some/longer/dir/f{i}", entry(inode=i)) for i in range(size))
+    new = EntryTable(
+        ((f"/t/some/longer/dir/f{i}", entry(inode=i)) for i in range(size)),
+    )
+    before, after = FsSnapshot("/t", old), FsSnapshot("/t", new)
+    a_set_of_every_path = sys.getsizeof(set(old))
+    tracemalloc.start()
+    try:
+        diff = after.diff(before)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not diff.created and not diff.deleted and not diff.modified
+    assert peak < a_set_of_every_path / 2, (peak, a_set_of_every_path)
 
 
 def test_a_path_twice_in_one_batch_keeps_the_later_entry() -> None:
