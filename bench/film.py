@@ -22,7 +22,7 @@ from typing import Any
 
 from pytest_adare import launch
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.qemu.screen_recorder import DEFAULT_FPS, ScreenRecorder
+from pytest_adare.machine_tools.screen_recorder import DEFAULT_FPS, ScreenRecorder
 from pytest_adare.vm import VM
 
 CLOCK = (

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from pytest_adare.image.resolve import resolve_image
-from pytest_adare.qemu.accel import choose_accel
+from pytest_adare.machine_tools.accel import choose_accel
 
 REPO = Path(__file__).resolve().parents[1]
 

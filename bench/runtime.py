@@ -25,7 +25,7 @@ from typing import Any
 from pytest_adare.agent.transfer import pull_file
 from pytest_adare.image.resolve import resolve_image
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.qemu.qga import QGAClient
+from pytest_adare.machine_tools.qga import QGAClient
 from pytest_adare.vm import VM
 from pytest_adare.vm_options import VMOptions
 

@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from pytest_adare.guest_journal import JournalEntry
     from pytest_adare.lan.addressing import LanError
     from pytest_adare.launch import launch
+    from pytest_adare.machine_tools.port_forward import PortForwardError
     from pytest_adare.plugin.fixtures import VMFactory
-    from pytest_adare.qemu.port_forward import PortForwardError
     from pytest_adare.screen.match import Box, NeedleError
     from pytest_adare.vm import VM
 
@@ -75,7 +75,7 @@ _EXPORTS = {
     "Box": "pytest_adare.screen.match",
     "NeedleError": "pytest_adare.screen.match",
     "VMFactory": "pytest_adare.plugin.fixtures",
-    "PortForwardError": "pytest_adare.qemu.port_forward",
+    "PortForwardError": "pytest_adare.machine_tools.port_forward",
     "assert_outcome": "pytest_adare.agent.testfunction_upload",
     "GuestTestWarning": "pytest_adare.agent.testfunction_upload",
 }

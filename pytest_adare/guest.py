@@ -10,7 +10,7 @@ can never disagree::
 Transports only implement :class:`pytest_adare.agent.connection.AgentConnection`.
 Screenshots, pointer and keyboard go to one :class:`Screen`: the agent's GUI tools
 (:class:`~pytest_adare.agent.screen.AgentScreen`, the default) or QEMU's screendump
-and input (:class:`~pytest_adare.qemu.screen.QemuScreen`, ``gui="host"``); the facade
+and input (:class:`~pytest_adare.machine_tools.screen.QemuScreen`, ``gui="host"``); the facade
 itself never asks which. File transfer is :mod:`pytest_adare.agent.transfer`.
 """
 
@@ -89,7 +89,7 @@ from pytest_adare.guest_waits import (
     windows_from_result,
 )
 from pytest_adare.loop_thread import SyncTwin, shared_loop, sync_context_twin, sync_twin
-from pytest_adare.qemu.port_forward import PortForwardError, PortForwards
+from pytest_adare.machine_tools.port_forward import PortForwardError, PortForwards
 from pytest_adare.screen.match import (
     Box,
     Region,
@@ -250,7 +250,7 @@ class Screen(Protocol):
     """The guest's screen and input, wherever they are reached from.
 
     :class:`~pytest_adare.agent.screen.AgentScreen` (agent tools) and
-    :class:`~pytest_adare.qemu.screen.QemuScreen` (QMP) implement it; coordinates
+    :class:`~pytest_adare.machine_tools.screen.QemuScreen` (QMP) implement it; coordinates
     are screen pixels.
     """
 

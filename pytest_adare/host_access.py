@@ -2,7 +2,7 @@
 forwarded guest ports (:class:`PortSpec`) and shared host folders (:class:`ShareSpec`).
 
 A leaf: parsing and checking only, so :mod:`pytest_adare.vm_options` can refuse bad input
-before anything boots. The QEMU side is :mod:`pytest_adare.qemu.port_forward` and
+before anything boots. The QEMU side is :mod:`pytest_adare.machine_tools.port_forward` and
 :mod:`pytest_adare.qemu.share`.
 
 Example::

@@ -39,10 +39,11 @@ from pytest_adare.image.initrd import handoff_initrd
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.image.resolve import resolve_image
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.machine.spec import MachineSpec
-from pytest_adare.qemu.accel import AccelRequest
-from pytest_adare.qemu.machine import Machine
-from pytest_adare.qemu.qga import AsyncQGAClient
+from pytest_adare.machine.base import MachineBackend
+from pytest_adare.machine.registry import backend_named
+from pytest_adare.machine.spec import AccelRequest, MachineSpec
+from pytest_adare.machine_tools.qga import AsyncQGAClient
+from pytest_adare.vm_options import VMOptions
 
 Progress = Callable[[str], None]
 INIT_READY = r"adare-init: system ready"
@@ -96,7 +97,7 @@ async def _read_guest_file(path: Path, guest_path: str, timeout: float) -> bytes
         await qga.close()
 
 
-async def _wait_agent(vm: Machine, token: str, timeout: float) -> dict[str, Any]:
+async def _wait_agent(vm: MachineBackend, token: str, timeout: float) -> dict[str, Any]:
     """Connect until the agent answers; returns its ``connect`` answer."""
     assert vm.agent_port is not None
     deadline = time.monotonic() + timeout
@@ -128,7 +129,7 @@ def _expected_hash(manifest: ImageManifest, handed_over: bool, host_hash: str) -
 
 def _run_phases(
     manifest: ImageManifest,
-    vm: Machine,
+    vm: MachineBackend,
     token: str,
     config_file: Path,
     expected_hash: str | None,
@@ -215,7 +216,9 @@ def check_image(
         progress(f"checking {report.image} (agent bundle {how})")
         report.handoff = route
         machine_spec = MachineSpec(accel=accel, fw_cfg=fw_cfg, name="adare-check")
-        vm = Machine(booted, base / "vm", machine_spec)
+        # the image is checked on QEMU started here, whatever --adare-backend says
+        factory = backend_named("qemu").machine_factory(VMOptions(), None)
+        vm = factory(booted, base / "vm", machine_spec)
         clock = _Clock(report, progress)
         try:
             _run_phases(

@@ -52,7 +52,7 @@ from pytest_adare.machine.results import (
     DumpFormat,
     NetworkCapture,
 )
-from pytest_adare.qemu.qga import AsyncQGAClient
+from pytest_adare.machine_tools.qga import AsyncQGAClient
 from pytest_adare.vm_options import READY_TAG, VMOptions
 from pytest_adare.vm_phases import evidence
 from pytest_adare.vm_phases.bundle import build_bundle

@@ -1,7 +1,7 @@
 """Which saved ready state a VM may start from, and what QEMU needs to load it.
 
 The first cold boot of a combination (image, agent bundle, QEMU, machine) saves its
-ready state in the cache (:mod:`pytest_adare.qemu.saved_state`); every later VM of the
+ready state in the cache (:mod:`pytest_adare.machine_tools.saved_state`); every later VM of the
 same combination, in this or any later pytest session or xdist worker, loads it
 instead of booting (:class:`~pytest_adare.vm.VM` does both). :func:`warm_plan` decides
 whether that may happen and under which key: the key covers every fact that decides
@@ -24,8 +24,8 @@ from typing import Protocol
 from pytest_adare.machine.base import Capability
 from pytest_adare.machine.registry import Backend
 from pytest_adare.machine.spec import AgentLink, MachineSpec, spec_from_options
-from pytest_adare.qemu.accel import AccelChoice, qemu_version
-from pytest_adare.qemu.saved_state import SavedState, UntrustedState, find_state, state_key
+from pytest_adare.machine_tools.accel import AccelChoice, qemu_version
+from pytest_adare.machine_tools.saved_state import SavedState, UntrustedState, find_state, state_key
 from pytest_adare.vm_options import VMOptions
 
 QEMU_BINARY = "qemu-system-x86_64"

@@ -42,7 +42,7 @@ from pytest_adare.errors import ImageError, QGAError
 from pytest_adare.image.agent_bundle import AgentBundle
 from pytest_adare.image.initrd import handoff_initrd
 from pytest_adare.image.manifest import ImageManifest
-from pytest_adare.qemu.qga import AsyncQGAClient
+from pytest_adare.machine_tools.qga import AsyncQGAClient
 
 AGENT_PORT = DEFAULT_PORT
 FW_CFG_CONFIG = "opt/adare/config.json"

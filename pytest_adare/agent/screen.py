@@ -1,7 +1,7 @@
 """The guest's screen and input through the agent's GUI tools (pyautogui in the guest).
 
 :class:`AgentScreen` is the agent-side implementation of the screen the Guest facade
-drives; :class:`pytest_adare.qemu.screen.QemuScreen` is the host-side one. The agent
+drives; :class:`pytest_adare.machine_tools.screen.QemuScreen` is the host-side one. The agent
 sees the guest's X display as the desktop session does (window titles, the real
 keymap), but needs a display the agent can reach.
 """

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from pytest_adare.errors import AdareError
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.qemu.saved_state import save_machine_state
+from pytest_adare.machine_tools.saved_state import save_machine_state
 from pytest_adare.vm_phases.connect import disconnect, reconnect
 from pytest_adare.warm_start import boot_files
 
@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 
 HANDOVER = "handover.json"
 STATE_KEY = "kept"
-"""The one state in a handover directory (:func:`~pytest_adare.qemu.saved_state.find_state`)."""
+"""The one state in a handover directory
+(:func:`~pytest_adare.machine_tools.saved_state.find_state`)."""
 READY_WAIT = 300.0
 """Seconds the keeper may take to load the state and connect (TCG on a busy host)."""
 SAVE_TIMEOUT = 300.0

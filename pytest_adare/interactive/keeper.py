@@ -57,7 +57,7 @@ def keep_handed_over(directory: Path) -> int:
     from pytest_adare.interactive.pause import name_base
     from pytest_adare.interactive.reach import register
     from pytest_adare.loop_thread import shared_loop
-    from pytest_adare.qemu.saved_state import find_state
+    from pytest_adare.machine_tools.saved_state import find_state
     from pytest_adare.vm import VM
     from pytest_adare.vm_options import VMOptions
     from pytest_adare.vm_phases.bundle import build_bundle

@@ -106,8 +106,8 @@ from pytest_adare.machine.results import (
     new_file_target,
 )
 from pytest_adare.machine.spec import MachineSpec
-from pytest_adare.qemu.accel import choose_accel
-from pytest_adare.qemu.disk_export import export_disk
+from pytest_adare.machine_tools.accel import choose_accel
+from pytest_adare.machine_tools.disk_export import export_disk
 
 T = TypeVar("T")
 STATE_POLL = 1.0

@@ -3,7 +3,7 @@ with ``virDomainQemuAgentCommand``.
 
 libvirt owns the guest's ``org.qemu.guest_agent.0`` channel (it connects to it itself, so
 ``virDomainOpenChannel`` cannot), and hands single commands through. The
-:class:`~pytest_adare.qemu.qga.AsyncQGAClient` at :attr:`QgaProxy.path` works unchanged:
+:class:`~pytest_adare.machine_tools.qga.AsyncQGAClient` at :attr:`QgaProxy.path` works unchanged:
 ``guest-sync-delimited`` is answered here (with qemu-ga's 0xFF delimiter) once a
 ``guest-ping`` through libvirt succeeded, so a sync still proves the guest's qemu-ga
 answers; every other line goes to the guest and its answer (or libvirt's error, as a

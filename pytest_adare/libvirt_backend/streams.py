@@ -2,7 +2,7 @@
 
 The agent's serial link and QGA are spoken by clients that connect to a Unix socket
 (:class:`~pytest_adare.agent.serial_client.SerialAgentClient`,
-:class:`~pytest_adare.qemu.qga.AsyncQGAClient`). :class:`StreamBridge` listens on such
+:class:`~pytest_adare.machine_tools.qga.AsyncQGAClient`). :class:`StreamBridge` listens on such
 a socket and, for each connection, opens a fresh libvirt stream to the guest device
 (``virDomainOpenConsole`` / ``virDomainOpenChannel`` with FORCE, so an old stream is
 dropped) and moves bytes both ways. The stream goes through the libvirt connection, so

@@ -40,6 +40,12 @@ if TYPE_CHECKING:  # PIL is imported by the backends, on first use
 T = TypeVar("T")
 
 
+NETDEV_ID = "net0"
+"""The netdev id of the guest's first NIC, the user-mode one that reaches the host:
+what ``nic=None`` means to :meth:`MachineBackend.aset_link` and a network capture, and
+the NIC forwarded ports are made on (``filter-dump`` and ``hostfwd_add`` name it)."""
+
+
 class Capability(enum.Enum):
     """A feature a backend may or may not have; its value names it in messages."""
 

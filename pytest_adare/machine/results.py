@@ -72,7 +72,7 @@ class NetworkCapture:
 
 
 class FreezeAgent(Protocol):
-    """qemu-ga as :class:`~pytest_adare.qemu.qga.AsyncQGAClient` offers it."""
+    """qemu-ga as :class:`~pytest_adare.machine_tools.qga.AsyncQGAClient` offers it."""
 
     async def execute(
         self, command: str, arguments: dict[str, Any] | None = None, timeout: float = 30.0

@@ -1,7 +1,7 @@
 """``--adare-record``: a film of each test's screen, kept for the tests that fail.
 
 While a test's call phase runs, every VM it uses is filmed by a
-:class:`~pytest_adare.qemu.screen_recorder.ScreenRecorder` on the shared loop (QMP
+:class:`~pytest_adare.machine_tools.screen_recorder.ScreenRecorder` on the shared loop (QMP
 screendumps, nothing in the guest; the last 20 s at 2 fps in bounded memory). The film
 stops when the call phase ends, where the test failed: what comes after (a
 ``--adare-pause-on-fail`` pause, a handover, the teardown) is not in it. When the
@@ -26,7 +26,7 @@ from pytest_adare.plugin.options import adare_options
 from pytest_adare.plugin.pool import PooledVM
 
 if TYPE_CHECKING:  # the VM layer loads only when a test uses a VM
-    from pytest_adare.qemu.screen_recorder import ScreenRecorder
+    from pytest_adare.machine_tools.screen_recorder import ScreenRecorder
 
 RECORDERS_KEY = pytest.StashKey[list[tuple[PooledVM, "ScreenRecorder"]]]()
 STOP_TIMEOUT = 30.0
@@ -50,7 +50,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     pooled_vms: list[PooledVM] = item.stash.get(ITEM_VMS_KEY, [])
     if adare_options(item.config).record != "off" and pooled_vms:
         # Deferred: the recorder (PIL, QMP) is part of the VM layer, loaded with the VMs.
-        from pytest_adare.qemu.screen_recorder import ScreenRecorder
+        from pytest_adare.machine_tools.screen_recorder import ScreenRecorder
 
         started = item.stash.setdefault(RECORDERS_KEY, [])
         for pooled in pooled_vms:

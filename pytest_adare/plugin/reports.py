@@ -52,7 +52,7 @@ def qemu_version(binary: str = "qemu-system-x86_64") -> str:
 def kvm_note() -> str:
     """What ``auto`` will pick, decided without starting QEMU (the boot line says more)."""
     # Deferred: only sessions that print the adare header need the accel module.
-    from pytest_adare.qemu.accel import kvm_unusable_reason
+    from pytest_adare.machine_tools.accel import kvm_unusable_reason
 
     unusable = kvm_unusable_reason()
     if unusable:

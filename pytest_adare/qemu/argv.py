@@ -39,14 +39,13 @@ from pathlib import Path
 from typing import Literal
 
 from adare_guest.config import DEFAULT_PORT, VIRTIO_PORT_NAME
-from pytest_adare.machine.spec import NIC_PROPERTIES, AgentLink, MachineSpec
+from pytest_adare.machine.base import NETDEV_ID
+from pytest_adare.machine.spec import NIC_PROPERTIES, MachineSpec
 
 AGENT_GUEST_PORT = DEFAULT_PORT
 QGA_PORT_NAME = "org.qemu.guest_agent.0"
 NIC_PCI_SLOT = 2
 """The NIC's PCI slot on q35 (``enp0s2`` in a systemd guest)."""
-NETDEV_ID = "net0"
-"""The id of the guest's network backend (a ``filter-dump`` attaches to it)."""
 Accel = Literal["tcg", "kvm"]
 
 
@@ -114,12 +113,6 @@ class MachineConfig:
             raise ValueError(f"guest_agent_port out of range: {self.guest_agent_port}")
         if any(not (port.socket and port.peer) for port in self.spec.lan_ports):
             raise ValueError("a LAN NIC on QEMU needs its two socket paths")
-
-
-def agent_link_for(serial_device: str | None) -> AgentLink:
-    """What carries the agent's serial link for the guest device it serves: a
-    ``/dev/virtio-ports/…`` device a virtio-serial port, anything else the UART."""
-    return "virtio" if (serial_device or "").startswith("/dev/virtio-ports/") else "uart"
 
 
 def _opt_value(value: Path | str) -> str:

@@ -26,13 +26,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_adare.machine.base import NETDEV_ID
 from pytest_adare.machine.results import (
     CAPTURE_MAX_BYTES,
     CAPTURE_SNAPLEN,
     NetworkCapture,
     new_file_target,
 )
-from pytest_adare.qemu.argv import NETDEV_ID
 
 DEFAULT_SNAPLEN = CAPTURE_SNAPLEN
 DEFAULT_MAX_BYTES = CAPTURE_MAX_BYTES

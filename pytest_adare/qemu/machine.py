@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from qemu.qmp import EventListener, ExecuteError, QMPClient, QMPError
 
 from pytest_adare.errors import SnapshotError, VMDied, VMLaunchError, VMTimeout
-from pytest_adare.machine.base import Capability, MachineCommandError, MachineImage
+from pytest_adare.machine.base import NETDEV_ID, Capability, MachineCommandError, MachineImage
 from pytest_adare.machine.console import ConsoleCapture
 from pytest_adare.machine.core import MachineCore, check_tag
 from pytest_adare.machine.results import (
@@ -51,14 +51,16 @@ from pytest_adare.machine.results import (
     NetworkCapture,
 )
 from pytest_adare.machine.spec import AgentLink, MachineSpec
-from pytest_adare.qemu import capture, disk_export, memory_dump, migration, run_state
-from pytest_adare.qemu.accel import (
+from pytest_adare.machine_tools import disk_export, run_state
+from pytest_adare.machine_tools.accel import (
     KERNEL_PROGRESS,
     AccelChoice,
     choose_accel,
     record_boot_probe,
 )
-from pytest_adare.qemu.argv import AGENT_GUEST_PORT, NETDEV_ID, MachineConfig, build_qemu_argv
+from pytest_adare.machine_tools.reaper import spawn
+from pytest_adare.qemu import capture, memory_dump, migration
+from pytest_adare.qemu.argv import AGENT_GUEST_PORT, MachineConfig, build_qemu_argv
 from pytest_adare.qemu.firmware import (
     BOOT_SILENCE_SECONDS,
     BootWatch,
@@ -67,7 +69,6 @@ from pytest_adare.qemu.firmware import (
     uefi_vars_copy,
 )
 from pytest_adare.qemu.qemu_img import qemu_img
-from pytest_adare.qemu.reaper import spawn
 
 T = TypeVar("T")
 __all__ = ["Machine", "MachineImage"]

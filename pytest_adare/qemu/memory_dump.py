@@ -32,7 +32,7 @@ from pytest_adare.machine.results import (
     discard_file,
     new_file_target,
 )
-from pytest_adare.qemu.run_state import QMP_TIMEOUT, QmpMachine, paused
+from pytest_adare.machine_tools.run_state import QMP_TIMEOUT, QmpMachine, paused
 
 __all__ = [
     "DUMP_FORMATS", "DUMP_TIMEOUT", "DumpFormat", "MemoryDump", "MemoryDumpFailed",

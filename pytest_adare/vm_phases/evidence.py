@@ -14,7 +14,7 @@ from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.forensics.evidence_bundle import BundleFacts, write_bundle
 from pytest_adare.forensics.evidence_capture import capture_evidence
 from pytest_adare.machine.results import DiskFormat, DumpFormat
-from pytest_adare.qemu.qga import AsyncQGAClient
+from pytest_adare.machine_tools.qga import AsyncQGAClient
 from pytest_adare.vm_phases.delivery import await_qga
 from pytest_adare.vm_phases.state import VMState
 

@@ -7,7 +7,7 @@ import time
 from adare_guest.tool_names import SCREENSHOT
 from pytest_adare.errors import ToolError, VMTimeout
 from pytest_adare.guest import AsyncGuest, tool_result
-from pytest_adare.qemu.screen import QemuScreen
+from pytest_adare.machine_tools.screen import QemuScreen
 from pytest_adare.vm_phases.state import GuiChoice, VMState
 
 PROBE_TIMEOUT = 60.0

@@ -2,7 +2,7 @@
 start (cold, warm, reboot), and handed to the guest facade (``guest.port(80)``).
 
 Forwards are never in a saved state: a warm start loads the state, then forwards
-(:mod:`pytest_adare.qemu.port_forward`).
+(:mod:`pytest_adare.machine_tools.port_forward`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 from typing import cast
 
 from pytest_adare.machine.base import Capability, unsupported
-from pytest_adare.qemu.port_forward import HumanMonitor
+from pytest_adare.machine_tools.port_forward import HumanMonitor
 from pytest_adare.vm_phases.state import VMState
 
 

@@ -19,7 +19,7 @@ from pytest_adare.agent.install import qga_run
 from pytest_adare.agent.serial_client import SerialAgentClient
 from pytest_adare.agent.stall_diagnosis import agent_connections, describe_health, stall_cause
 from pytest_adare.errors import format_tail
-from pytest_adare.qemu.run_state import is_guest_running
+from pytest_adare.machine_tools.run_state import is_guest_running
 from pytest_adare.vm_phases.state import VMState
 
 PING_TIMEOUT = 5.0

@@ -22,9 +22,9 @@ from pytest_adare.image.agent_bundle import AgentBundle
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.machine.base import MachineBackend, MachineFactory
 from pytest_adare.machine.registry import backend_for
-from pytest_adare.qemu.argv import agent_link_for
-from pytest_adare.qemu.port_forward import PortForwards
-from pytest_adare.qemu.qga import AsyncQGAClient
+from pytest_adare.machine.spec import AgentLink
+from pytest_adare.machine_tools.port_forward import PortForwards
+from pytest_adare.machine_tools.qga import AsyncQGAClient
 from pytest_adare.vm_options import VMOptions
 
 Progress = Callable[[str], None]
@@ -33,6 +33,12 @@ QGAFactory = Callable[[Path], AsyncQGAClient]
 Connector = Callable[["VMState", str], Awaitable[AgentConnection]]
 """Opens the agent connection of a started VM with a bearer token (:raise
 AgentUnreachable: when it cannot)."""
+
+
+def agent_link_for(serial_device: str | None) -> AgentLink:
+    """What carries the agent's serial link for the guest device it serves: a
+    ``/dev/virtio-ports/…`` device a virtio-serial port, anything else the UART."""
+    return "virtio" if (serial_device or "").startswith("/dev/virtio-ports/") else "uart"
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from adare_guest.tool_names import REKEY, SEED_RANDOM
 from pytest_adare.agent.install import uses_initrd_handoff
 from pytest_adare.errors import AdareError
 from pytest_adare.guest import tool_result
-from pytest_adare.qemu.accel import choose_accel
-from pytest_adare.qemu.saved_state import (
+from pytest_adare.machine_tools.accel import choose_accel
+from pytest_adare.machine_tools.saved_state import (
     SavedState,
     discard_state,
     find_state,

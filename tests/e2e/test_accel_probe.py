@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from image_under_test import image_under_test
 
-from pytest_adare.qemu.accel import choose_accel
+from pytest_adare.machine_tools.accel import choose_accel
 
 pytestmark = pytest.mark.e2e
 

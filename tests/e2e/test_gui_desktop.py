@@ -26,7 +26,7 @@ from pytest_adare.agent.desktop_ready import await_focused_window
 from pytest_adare.guest import AsyncGuest, Guest
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.qemu.screen import QemuScreen
+from pytest_adare.machine_tools.screen import QemuScreen
 from pytest_adare.screen.match import Box, ImageNotFound
 from pytest_adare.vm import VM
 

@@ -18,8 +18,8 @@ from pytest_adare.image.cache import cached_builtin_image
 from pytest_adare.image.manifest import ImageManifest, load_manifest
 from pytest_adare.image_check import check_image
 from pytest_adare.machine.spec import MachineSpec
+from pytest_adare.machine_tools.qga import QGAClient
 from pytest_adare.qemu.machine import Machine
-from pytest_adare.qemu.qga import QGAClient
 
 pytestmark = [
     pytest.mark.e2e,

@@ -23,8 +23,8 @@ from pytest_adare.errors import VMDied, VMLaunchError
 from pytest_adare.file_hash import file_sha256
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.machine.spec import MachineSpec
+from pytest_adare.machine_tools.qga import QGAClient
 from pytest_adare.qemu.machine import Machine
-from pytest_adare.qemu.qga import QGAClient
 
 pytestmark = pytest.mark.e2e
 

@@ -18,11 +18,11 @@ from image_under_test import image_under_test
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.machine.base import Capability
 from pytest_adare.machine.spec import MachineSpec
-from pytest_adare.qemu.accel import AccelChoice
+from pytest_adare.machine_tools.accel import AccelChoice
+from pytest_adare.machine_tools.port_forward import PortForwards
+from pytest_adare.machine_tools.qga import QGAClient
 from pytest_adare.qemu.argv import build_qemu_argv
 from pytest_adare.qemu.machine import Machine
-from pytest_adare.qemu.port_forward import PortForwards
-from pytest_adare.qemu.qga import QGAClient
 
 pytestmark = pytest.mark.e2e
 

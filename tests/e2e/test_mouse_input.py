@@ -23,7 +23,7 @@ from pytest_adare import launch
 from pytest_adare.agent.screen import AgentScreen
 from pytest_adare.guest import Guest
 from pytest_adare.image.manifest import ImageManifest
-from pytest_adare.qemu.screen import QemuScreen
+from pytest_adare.machine_tools.screen import QemuScreen
 from pytest_adare.vm import VM
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

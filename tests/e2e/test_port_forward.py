@@ -12,7 +12,7 @@ import pytest
 from image_under_test import image_under_test
 
 from pytest_adare import launch
-from pytest_adare.qemu.port_forward import PortForwardError
+from pytest_adare.machine_tools.port_forward import PortForwardError
 from pytest_adare.vm import VM
 
 pytestmark = pytest.mark.e2e

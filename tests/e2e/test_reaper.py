@@ -17,7 +17,7 @@ pytestmark = pytest.mark.e2e
 # follows the forking thread, so this fails unless spawn() forks from a long-lived one.
 CHILD = """
 import subprocess, sys, threading, time
-from pytest_adare.qemu.reaper import spawn
+from pytest_adare.machine_tools.reaper import spawn
 
 pids = []
 def start():
@@ -93,7 +93,7 @@ def test_a_started_machine_dies_with_its_sigkilled_python_process() -> None:
 
 
 def test_spawn_refuses_to_replace_its_death_signal_hook() -> None:
-    from pytest_adare.qemu.reaper import spawn
+    from pytest_adare.machine_tools.reaper import spawn
 
     with pytest.raises(ValueError, match="preexec_fn"):
         spawn(["true"], preexec_fn=lambda: None)

@@ -35,11 +35,11 @@ from pytest_adare.image.agent_bundle import build_agent_bundle
 from pytest_adare.image.manifest import AgentSpec, ImageManifest
 from pytest_adare.loop_thread import shared_loop
 from pytest_adare.machine.spec import MachineSpec
-from pytest_adare.qemu.argv import agent_link_for
+from pytest_adare.machine_tools.qga import AsyncQGAClient
+from pytest_adare.machine_tools.screen import QemuScreen
 from pytest_adare.qemu.machine import Machine
-from pytest_adare.qemu.qga import AsyncQGAClient
-from pytest_adare.qemu.screen import QemuScreen
 from pytest_adare.vm import VM
+from pytest_adare.vm_phases.state import agent_link_for
 
 pytestmark = pytest.mark.e2e
 BAKED = GuestLayout("linux", "/adare/run", None)  # where the built-in image bakes its agent

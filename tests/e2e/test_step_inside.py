@@ -33,7 +33,7 @@ from PIL import Image
 from terminal_checks import ADARE_VM, WAIT, PtyProcess, adare_vm
 
 from pytest_adare.interactive import registry
-from pytest_adare.qemu.screen_recorder import STILL_BOX
+from pytest_adare.machine_tools.screen_recorder import STILL_BOX
 
 pytestmark = pytest.mark.e2e
 

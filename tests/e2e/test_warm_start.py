@@ -14,7 +14,7 @@ from pytest_adare import launch
 from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.errors import AgentUnreachable
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.qemu.saved_state import find_state, states_root
+from pytest_adare.machine_tools.saved_state import find_state, states_root
 
 pytestmark = pytest.mark.e2e
 

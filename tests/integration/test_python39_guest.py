@@ -56,7 +56,7 @@ from pytest_adare.agent.websocket_client import AgentClient
 from pytest_adare.errors import ImageError, ToolError
 from pytest_adare.guest import AsyncGuest
 from pytest_adare.image.agent_bundle import AgentBundle, build_agent_bundle
-from pytest_adare.qemu.qga import QGAExecResult
+from pytest_adare.machine_tools.qga import QGAExecResult
 from tests.agent import iso_corpus, stock_scenario
 from tests.py39_root import chroot_argv, chroot_env, py39_root, run, scratch_dir, unavailable_reason
 

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_adare.errors import QGAError
 from pytest_adare.loop_thread import shared_loop
-from pytest_adare.qemu.qga import CHUNK_SIZE, QGAClient
+from pytest_adare.machine_tools.qga import CHUNK_SIZE, QGAClient
 
 pytestmark = pytest.mark.skipif(shutil.which("qemu-ga") is None, reason="qemu-ga not installed")
 

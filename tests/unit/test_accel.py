@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_adare.qemu import accel
-from pytest_adare.qemu.accel import choose_accel, kvm_unusable_reason
+from pytest_adare.machine_tools import accel
+from pytest_adare.machine_tools.accel import choose_accel, kvm_unusable_reason
 
 
 def test_tcg_on_request_needs_no_probe() -> None:
@@ -47,7 +47,7 @@ def test_a_cached_verdict_is_used_without_booting_anything(
 
 
 def test_a_rewritten_kernel_is_hashed_again(tmp_path: Path) -> None:
-    from pytest_adare.qemu.accel import _kernel_key
+    from pytest_adare.machine_tools.accel import _kernel_key
 
     kernel = tmp_path / "vmlinuz"
     kernel.write_bytes(b"first kernel")

@@ -12,8 +12,8 @@ import pytest
 from pytest_adare import launch
 from pytest_adare.host_access import PortSpec, ShareSpec, parse_port, parse_ports, parse_share
 from pytest_adare.machine.registry import backend_for
+from pytest_adare.machine_tools.port_forward import PortForwardError, PortForwards, forwarded_rows
 from pytest_adare.plugin.options import AdareOptions, apply_marker
-from pytest_adare.qemu.port_forward import PortForwardError, PortForwards, forwarded_rows
 from pytest_adare.vm_options import VMOptions
 
 

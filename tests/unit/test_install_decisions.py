@@ -35,7 +35,7 @@ from pytest_adare.agent.install import (
 from pytest_adare.errors import ImageError, QGAError
 from pytest_adare.image.agent_bundle import AgentBundle
 from pytest_adare.image.manifest import AgentSpec, ImageManifest
-from pytest_adare.qemu.qga import QGAExecResult
+from pytest_adare.machine_tools.qga import QGAExecResult
 
 LINUX = GuestLayout("linux", "/adare/run", "/dev/ttyS1")
 WINDOWS = GuestLayout("windows", r"C:\adare\run", None)

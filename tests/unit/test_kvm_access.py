@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_adare.qemu.kvm_access import UserGroups, access_fix
+from pytest_adare.machine_tools.kvm_access import UserGroups, access_fix
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,7 +59,7 @@ def root_only_device() -> Iterator[Path]:
 def _reason_as_nobody(device: Path) -> str:
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from pytest_adare.qemu.accel import kvm_unusable_reason; "
+        "from pytest_adare.machine_tools.accel import kvm_unusable_reason; "
         "print(kvm_unusable_reason(sys.argv[2]))"
     )
     python = shutil.which("python3", path="/usr/bin:/bin") or "python3"
@@ -80,7 +80,7 @@ def test_an_inaccessible_kvm_device_says_which_group_to_join(group_only_device: 
 
 
 def test_a_missing_device_gives_no_group_advice(tmp_path: Path) -> None:
-    from pytest_adare.qemu.accel import kvm_unusable_reason
+    from pytest_adare.machine_tools.accel import kvm_unusable_reason
 
     reason = kvm_unusable_reason(str(tmp_path / "kvm"))
     assert reason is not None and "usermod" not in reason

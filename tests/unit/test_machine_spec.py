@@ -14,7 +14,7 @@ from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.lan.port import lan_port
 from pytest_adare.machine.registry import backend_for
 from pytest_adare.machine.spec import MachineSpec, spec_from_options, spec_parts
-from pytest_adare.qemu.accel import AccelChoice
+from pytest_adare.machine_tools.accel import AccelChoice
 from pytest_adare.vm_options import VMOptions
 from pytest_adare.warm_start import OPTIONS_BESIDE_THE_SPEC, warm_plan
 

@@ -19,7 +19,7 @@ from test_warm_state import fake_machine, plan
 
 from pytest_adare.cache_dir import cache_root
 from pytest_adare.image.manifest import ImageManifest
-from pytest_adare.qemu.saved_state import (
+from pytest_adare.machine_tools.saved_state import (
     SavedState,
     UntrustedState,
     find_state,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw
 
-from pytest_adare.qemu.screen_recorder import STILL_BOX, FrameRing, ScreenRecorder
+from pytest_adare.machine_tools.screen_recorder import STILL_BOX, FrameRing, ScreenRecorder
 
 
 def encoded(image: Image.Image) -> bytes:

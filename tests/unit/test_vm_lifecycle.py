@@ -28,8 +28,8 @@ from pytest_adare.agent.screen import AgentScreen
 from pytest_adare.errors import AgentUnreachable, QGAError, VMDied
 from pytest_adare.image.manifest import AgentSpec, ImageManifest
 from pytest_adare.machine.spec import MachineSpec
-from pytest_adare.qemu.qga import QGAExecResult
-from pytest_adare.qemu.screen import QemuScreen
+from pytest_adare.machine_tools.qga import QGAExecResult
+from pytest_adare.machine_tools.screen import QemuScreen
 from pytest_adare.vm import AGENT_STARTED, VM
 from pytest_adare.vm_options import READY_TAG, VMOptions
 from tests.fakes.machine import CONSOLE, FakeMachine

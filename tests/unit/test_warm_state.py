@@ -14,9 +14,14 @@ import pytest
 from pytest_adare.errors import MigrationError
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.machine.registry import backend_for
-from pytest_adare.qemu.accel import AccelChoice
+from pytest_adare.machine_tools.accel import AccelChoice
+from pytest_adare.machine_tools.saved_state import (
+    find_state,
+    prune_states,
+    save_machine_state,
+    state_key,
+)
 from pytest_adare.qemu.migration import save_state
-from pytest_adare.qemu.saved_state import find_state, prune_states, save_machine_state, state_key
 from pytest_adare.vm_options import VMOptions
 from pytest_adare.warm_start import boot_files, saved_boot_inputs, warm_plan
 from tests.fakes.machine import FakeMachine

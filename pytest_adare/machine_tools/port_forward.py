@@ -23,7 +23,7 @@ from typing import Protocol
 
 from pytest_adare.errors import AdareError
 from pytest_adare.host_access import MAX_FORWARDS, PortSpec, parse_port
-from pytest_adare.qemu.argv import NETDEV_ID
+from pytest_adare.machine.base import NETDEV_ID
 
 HOST_ADDRESS = "127.0.0.1"
 """Forwards listen on the IPv4 loopback only: nothing off this host reaches the guest."""
@@ -39,7 +39,8 @@ class PortForwardError(AdareError):
 
 
 class HumanMonitor(Protocol):
-    """What forwarding needs of a machine: HMP over QMP (the QEMU :class:`Machine`)."""
+    """What forwarding needs of a machine: HMP over QMP (the QEMU backend's
+    :class:`~pytest_adare.qemu.machine.Machine`; ``Capability.PORT_FORWARD``)."""
 
     name: str
 

@@ -39,7 +39,7 @@ from pytest_adare.machine.results import (
     discard_file,
     new_file_target,
 )
-from pytest_adare.qemu.reaper import spawn
+from pytest_adare.machine_tools.reaper import spawn
 
 CONVERT_TIMEOUT = 600.0
 

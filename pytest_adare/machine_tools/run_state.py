@@ -17,7 +17,8 @@ QMP_TIMEOUT = 30.0
 
 
 class QmpMachine(Protocol):
-    """What pausing needs of a :class:`~pytest_adare.qemu.machine.Machine`."""
+    """What pausing needs of a machine that speaks QMP (the QEMU backend's
+    :class:`~pytest_adare.qemu.machine.Machine`)."""
 
     async def aqmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any: ...
     def is_running(self) -> bool: ...

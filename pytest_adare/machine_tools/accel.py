@@ -32,8 +32,8 @@ from typing import Literal
 
 from pytest_adare.cache_dir import cache_root
 from pytest_adare.machine.spec import AccelRequest as AccelRequest
-from pytest_adare.qemu.kvm_access import kvm_unusable_reason as kvm_unusable_reason
-from pytest_adare.qemu.reaper import spawn
+from pytest_adare.machine_tools.kvm_access import kvm_unusable_reason as kvm_unusable_reason
+from pytest_adare.machine_tools.reaper import spawn
 
 # Messages a Linux kernel prints once it is well past early boot.
 KERNEL_PROGRESS = re.compile(r"Run /init|Kernel panic|VFS: |Freeing unused kernel|login:")

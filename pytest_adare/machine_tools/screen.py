@@ -21,7 +21,8 @@ CLICK_INTERVAL = 0.2
 
 
 class InputMachine(Protocol):
-    """What the screen needs of :class:`~pytest_adare.qemu.machine.Machine`."""
+    """What the screen needs of a machine (any backend with ``Capability.SCREENDUMP`` and
+    ``Capability.INPUT``)."""
 
     async def ascreendump(self) -> Image.Image: ...
     async def asend_input(self, events: list[dict[str, Any]]) -> None: ...

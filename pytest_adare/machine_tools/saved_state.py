@@ -2,7 +2,7 @@
 
 A saved state is a directory under ``$XDG_CACHE_HOME/pytest-adare/warm/<key>/``:
 
-- ``state.bin``: the paused machine's RAM and device state (:mod:`.migration`);
+- ``state.bin``: the paused machine's RAM and device state (a backend's ``asave_state``);
 - ``disk.qcow2``: its disk overlay at that moment (backed by the image's base disk);
 - ``boot/<name>``: the files QEMU was started with that the state depends on (the
   initrd and fw_cfg files: their sizes are part of the machine's state);
