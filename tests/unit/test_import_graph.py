@@ -183,3 +183,23 @@ def test_every_host_module_has_a_place_in_the_layers() -> None:
         and not (any(e.startswith(f"{name}.") for e in entries) and not graph[name])
     ]  # fmt: skip
     assert outside == [], f"place these in pyproject's host layers: {outside}"
+
+
+def test_every_module_outside_the_backends_is_forbidden_to_import_them() -> None:
+    # The forbidden contract lists its sources by name: a new top-level module must join.
+    import tomllib
+
+    from pytest_adare.machine.registry import backends
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    (contract,) = [
+        c for c in config["tool"]["importlinter"]["contracts"]
+        if c["name"] == "nothing outside a backend imports a backend"
+    ]  # fmt: skip
+    packages = sorted({b.module.rsplit(".", 1)[0] for b in backends()})
+    assert sorted(contract["forbidden_modules"]) == packages
+    top_level = {
+        ".".join(name.split(".")[:2]) for name in source_modules()
+        if name.startswith("pytest_adare.")
+    }  # fmt: skip
+    assert sorted(top_level - set(packages)) == sorted(contract["source_modules"])
