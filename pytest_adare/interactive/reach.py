@@ -43,11 +43,10 @@ def reach_info(vm: VM) -> dict[str, Any]:
             info["agent"] = f"127.0.0.1:{machine.agent_port}"
     with contextlib.suppress(Exception):
         info["serial"] = str(machine.agent_serial_path)
-    for name in ("qmp_path", "workdir"):
-        with contextlib.suppress(Exception):
-            value = getattr(machine, name, None)
-            if value is not None:
-                info[name.removesuffix("_path")] = str(value)
+    with contextlib.suppress(Exception):
+        if machine.qmp_path is not None:
+            info["qmp"] = str(machine.qmp_path)
+    info["workdir"] = str(machine.workdir)
     return info
 
 

@@ -221,6 +221,11 @@ class LibvirtMachine(MachineCore):
         return self.socket_dir / "qga.sock"
 
     @property
+    def qmp_path(self) -> None:
+        """None: libvirt owns the domain's QMP monitor."""
+        return None
+
+    @property
     def overlay_path(self) -> Path:
         """The overlay volume's path; on a local hypervisor this machine reads it too.
 

@@ -142,6 +142,10 @@ class MachineBackend(Protocol):
     @property
     def qga_path(self) -> Path: ...
     @property
+    def qmp_path(self) -> Path | None:
+        """The hypervisor's QMP socket a person may connect to directly (kept in the
+        ``adare-vm`` entry); None when the hypervisor keeps it to itself (libvirt)."""
+    @property
     def overlay_path(self) -> Path: ...
 
     # -- lifecycle

@@ -185,6 +185,7 @@ class Machine(MachineCore):
 
     @property
     def qmp_path(self) -> Path:
+        """Unix socket of QEMU's QMP monitor (the host listens, QEMU connects)."""
         return self.socket_dir / "qmp.sock"
 
     @property

@@ -95,6 +95,10 @@ class FakeMachine:
         return self.workdir / f"qga-{self.id[-1]}.sock"
 
     @property
+    def qmp_path(self) -> None:
+        return None
+
+    @property
     def overlay_path(self) -> Path:
         return self._overlay
 
