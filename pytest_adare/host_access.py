@@ -3,7 +3,7 @@ forwarded guest ports (:class:`PortSpec`) and shared host folders (:class:`Share
 
 A leaf: parsing and checking only, so :mod:`pytest_adare.vm_options` can refuse bad input
 before anything boots. The QEMU side is :mod:`pytest_adare.machine_tools.port_forward` and
-:mod:`pytest_adare.qemu.share`.
+:mod:`pytest_adare.machine_tools.share`.
 
 Example::
 
@@ -91,14 +91,16 @@ def parse_ports(value: object) -> tuple[PortSpec, ...]:
 
 @dataclass(frozen=True)
 class ShareSpec:
-    """A host directory (absolute, resolved) mounted read-only at ``guest`` (absolute) in
-    the guest."""
+    """A host directory (absolute, resolved) mounted at ``guest`` (absolute) in the guest:
+    a read-only copy made at the VM's start, or with ``writable`` the folder itself
+    (virtiofs: the guest's writes land in it, the host's edits are seen at once)."""
 
     host: str
     guest: str
+    writable: bool = False
 
     def __str__(self) -> str:
-        return f"{self.host}:{self.guest}"
+        return f"{self.host}:{self.guest}" + (":rw" if self.writable else "")
 
 
 def share_entry(host: object, guest: object, mode: object = "ro") -> ShareSpec:
@@ -110,13 +112,8 @@ def share_entry(host: object, guest: object, mode: object = "ro") -> ShareSpec:
         raise ValueError(f"share: the host path must be a directory path, got {host!r}")
     if not isinstance(guest, str):
         raise ValueError(f"share: the guest path must be a string, got {guest!r}")
-    if mode == "rw":
-        raise ValueError(
-            f"share {host}: rw is not supported: the guest gets a read-only copy made when "
-            "the VM starts (docs/runtime.md#a-shared-folder)"
-        )
-    if mode != "ro":
-        raise ValueError(f"share {host}: the mode can only be ro, got {mode!r}")
+    if mode not in ("ro", "rw"):
+        raise ValueError(f"share {host}: the mode is ro or rw, got {mode!r}")
     where = Path(os.fspath(host)).expanduser()
     if not where.exists():
         raise ValueError(f"share: the host path {str(where)!r} does not exist")
@@ -129,16 +126,17 @@ def share_entry(host: object, guest: object, mode: object = "ro") -> ShareSpec:
         raise ValueError(f"share {host}: the guest path {guest!r} must be a directory below /")
     if any(c in guest for c in ",\n\t ") or any(c in str(where) for c in "\n"):
         raise ValueError(f"share {host}: paths may not hold spaces, commas or newlines")
-    return ShareSpec(str(where.resolve()), str(target))
+    return ShareSpec(str(where.resolve()), str(target), writable=mode == "rw")
 
 
 ShareInput: TypeAlias = str | Mapping[str, str] | Sequence[ShareSpec]
-"""What ``launch(share=...)`` takes: ``{"./": "/src"}`` or ``"HOST:GUEST[,...]"``."""
+"""What ``launch(share=...)`` takes: ``{"./": "/src"}`` (``"/src:rw"`` for a writable
+share) or ``"HOST:GUEST[:rw][,...]"``."""
 
 
 def parse_share(value: object) -> tuple[ShareSpec, ...]:
     """Shares from a mapping ``{"./": "/src"}`` or text ``HOST:GUEST`` (several
-    separated by commas; ``:ro`` may follow, read-only is all there is).
+    separated by commas); ``:ro`` (the default) or ``:rw`` may follow the guest path.
 
     :raise ValueError: a bad entry, or two shares at the same guest path.
     """

@@ -33,6 +33,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_adare.host_access import ShareSpec
 from pytest_adare.lan.port import LanPort
 from pytest_adare.vm_options import Accel, VMOptions
 
@@ -141,7 +142,17 @@ class MachineSpec:
             "saved state has none)",
         ),
     )  # fmt: skip
-    """Read-only disks of shared host folders (:mod:`pytest_adare.qemu.share`)."""
+    """Read-only disks of shared host folders (:mod:`pytest_adare.machine_tools.share`)."""
+    shared_folders: tuple[ShareSpec, ...] = field(
+        default=(),
+        metadata=part(
+            "cold", "a writable shared folder", why="a writable shared folder (a virtiofs "
+            "device, which QEMU cannot save)",
+        ),
+    )  # fmt: skip
+    """Writable shares, the host folder itself over virtiofs
+    (:mod:`pytest_adare.qemu.virtiofs`); the guest mounts each by its
+    :func:`shared_folder_tag`."""
     incoming: bool = field(
         default=False, metadata=part("start", "loading a saved state (warm start)")
     )
@@ -150,6 +161,7 @@ class MachineSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "lan_ports", tuple(self.lan_ports))
         object.__setattr__(self, "share_disks", tuple(Path(p) for p in self.share_disks))
+        object.__setattr__(self, "shared_folders", tuple(self.shared_folders))
         object.__setattr__(self, "fw_cfg", dict(self.fw_cfg))
         if self.memory_mib is not None and self.memory_mib < 64:
             raise ValueError(f"memory_mib must be at least 64, got {self.memory_mib}")
@@ -214,6 +226,11 @@ def spec_parts() -> tuple[tuple[Any, SpecPart], ...]:
     return tuple(result)
 
 
+def shared_folder_tag(index: int) -> str:
+    """The virtiofs tag of ``shared_folders[index]``: the guest mounts it by this name."""
+    return f"adare-fs{index}"
+
+
 _RESOLVED_BY_THE_VM = {"firmware"}
 """Options named like a spec field whose value the VM resolves first (``firmware="auto"``:
 the manifest's, or what a bare disk's partition table says) and passes as a start input."""
@@ -222,7 +239,8 @@ the manifest's, or what a bare disk's partition table says) and passes as a star
 def spec_from_options(options: VMOptions, **start: Any) -> MachineSpec:
     """The spec of a VM with ``options``: each spec field named like an option takes the
     option's value (``memory_mib``, ``cpus``, ``accel``, ``network``, ``lan_ports``; a new
-    machine option needs no line here), ``rtc_base`` the option clock's, and ``start`` the
+    machine option needs no line here), ``rtc_base`` the option clock's,
+    ``shared_folders`` the writable shares of ``share``, and ``start`` the
     start's own inputs (``name``, ``agent_link``, ``fw_cfg``, ``firmware``, ``seed``,
     ``share_disks``, ``incoming``)."""
     option_names = {f.name for f in fields(VMOptions)} - _RESOLVED_BY_THE_VM
@@ -233,5 +251,8 @@ def spec_from_options(options: VMOptions, **start: Any) -> MachineSpec:
     }
     if options.rtc_base is not None:
         values["rtc_base"] = options.rtc_base
+    writable = tuple(share for share in options.share if share.writable)
+    if writable:
+        values["shared_folders"] = writable
     values.update(start)
     return MachineSpec(**values)

@@ -585,6 +585,13 @@ def apply_marker(
         resolved = VMOptions.from_given(given)
     except ValueError as error:
         raise ValueError(f"adare_vm marker: {error}") from None
+    writable = [str(share) for share in resolved.share if share.writable]
+    if writable and isolation == "snapshot":
+        raise ValueError(
+            f"adare_vm marker: isolation: a writable share ({', '.join(writable)}) cannot be "
+            "rolled back between tests (QEMU cannot save a VM with a virtiofs device, and "
+            "the host folder keeps what was written): use isolation='reboot' or 'none'"
+        )
     return VMRequest(
         image=str(image),
         options=resolved,

@@ -40,7 +40,7 @@ from typing import Literal
 
 from adare_guest.config import DEFAULT_PORT, VIRTIO_PORT_NAME
 from pytest_adare.machine.base import NETDEV_ID
-from pytest_adare.machine.spec import NIC_PROPERTIES, MachineSpec
+from pytest_adare.machine.spec import NIC_PROPERTIES, MachineSpec, shared_folder_tag
 
 AGENT_GUEST_PORT = DEFAULT_PORT
 QGA_PORT_NAME = "org.qemu.guest_agent.0"
@@ -92,6 +92,8 @@ class MachineConfig:
     """File receiving the firmware's debug port (``isa-debugcon`` at ``0x402``)."""
     display: bool = True
     guest_agent_port: int = AGENT_GUEST_PORT
+    virtiofs_sockets: Sequence[Path] = ()
+    """The sockets of ``spec.shared_folders``' virtiofsd, one each, in order."""
     extra_args: Sequence[str] = ()
 
     def __post_init__(self) -> None:
@@ -111,6 +113,8 @@ class MachineConfig:
             raise ValueError("give either firmware (-bios) or uefi_code/uefi_vars, not both")
         if not 0 < self.guest_agent_port < 65536:
             raise ValueError(f"guest_agent_port out of range: {self.guest_agent_port}")
+        if len(self.virtiofs_sockets) != len(self.spec.shared_folders):
+            raise ValueError("each writable shared folder needs its virtiofsd socket")
         if any(not (port.socket and port.peer) for port in self.spec.lan_ports):
             raise ValueError("a LAN NIC on QEMU needs its two socket paths")
 
@@ -180,6 +184,29 @@ def _share_args(config: MachineConfig) -> list[str]:
             "-drive",
             f"file={_opt_value(share)},format=raw,if=none,id=share{index},readonly=on",
             "-device", f"virtio-blk-pci,drive=share{index},serial=adare-share{index}",
+        ]  # fmt: skip
+    return args
+
+
+def _memory_args(config: MachineConfig) -> list[str]:
+    """``-m``; with a writable share the RAM is a shared memfd as well, which virtiofsd
+    maps to reach the guest's buffers (vhost-user needs it)."""
+    args = ["-m", str(config.memory_mib)]
+    if config.virtiofs_sockets:
+        args += [
+            "-object", f"memory-backend-memfd,id=ram0,size={config.memory_mib}M,share=on",
+            "-numa", "node,memdev=ram0",
+        ]  # fmt: skip
+    return args
+
+
+def _virtiofs_args(config: MachineConfig) -> list[str]:
+    """A vhost-user-fs device per writable share, tagged :func:`shared_folder_tag`."""
+    args: list[str] = []
+    for index, path in enumerate(config.virtiofs_sockets):
+        args += [
+            "-chardev", f"socket,id=fs{index},path={_opt_value(path)}",
+            "-device", f"vhost-user-fs-pci,chardev=fs{index},tag={shared_folder_tag(index)}",
         ]  # fmt: skip
     return args
 
@@ -280,7 +307,7 @@ def build_qemu_argv(config: MachineConfig) -> list[str]:
         "-name", config.spec.name,
         "-machine", config.machine_type,
         *_accel_args(config),
-        "-m", str(config.memory_mib),
+        *_memory_args(config),
         "-smp", str(config.cpus),
         "-nodefaults",
         "-no-user-config",
@@ -291,6 +318,7 @@ def build_qemu_argv(config: MachineConfig) -> list[str]:
         *_lan_args(config),
         *_boot_args(config),
         *_share_args(config),
+        *_virtiofs_args(config),
         *_serial_args(config),
         *_qga_args(config),
         *_qmp_args(config),

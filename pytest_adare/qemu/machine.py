@@ -69,6 +69,7 @@ from pytest_adare.qemu.firmware import (
     uefi_vars_copy,
 )
 from pytest_adare.qemu.qemu_img import qemu_img
+from pytest_adare.qemu.virtiofs import VirtiofsDaemon
 
 T = TypeVar("T")
 __all__ = ["Machine", "MachineImage"]
@@ -147,7 +148,9 @@ class Machine(MachineCore):
         self.seed = spec.seed
         """The cloud-init seed attached as a CD-ROM, or None."""
         self.share_disks = spec.share_disks
-        """Read-only disks of shared host folders (:mod:`pytest_adare.qemu.share`)."""
+        self._virtiofs: list[VirtiofsDaemon] = []
+        """One virtiofsd per writable share while QEMU runs (:mod:`~.qemu.virtiofs`)."""
+        """Read-only disks of shared host folders (:mod:`pytest_adare.machine_tools.share`)."""
         self.agent_link: AgentLink = spec.agent_link
         """What carries the agent's serial link at :attr:`agent_serial_path`."""
         self._kvm_firmware_probe_seconds = kvm_firmware_probe_seconds
@@ -262,6 +265,13 @@ class Machine(MachineCore):
                 "-b", str(base), str(self.overlay_path),
                 what="create the overlay disk",
             )  # fmt: skip
+        for index, share in enumerate(self.spec.shared_folders):
+            self._virtiofs.append(
+                VirtiofsDaemon.start(
+                    share, self.socket_dir / f"fs{index}.sock",
+                    self.workdir / f"virtiofsd{index}.log",
+                )
+            )  # fmt: skip
 
     def config(self, choice: AccelChoice) -> MachineConfig:
         """The :class:`MachineConfig` this machine launches with under ``choice``."""
@@ -283,6 +293,7 @@ class Machine(MachineCore):
             initrd=_optional_path(self.manifest.initrd),
             append=_with_panic_exit(self.manifest.append) if self.manifest.kernel else None,
             display=self._display,
+            virtiofs_sockets=tuple(daemon.socket_path for daemon in self._virtiofs),
             extra_args=self._extra_args,
         )
 
@@ -497,6 +508,8 @@ class Machine(MachineCore):
         with contextlib.suppress(Exception):
             self._run(self._aclose(), timeout=15)
         self._proc = None
+        while self._virtiofs:  # after QEMU, whose socket they serve
+            self._virtiofs.pop().stop()
         if not keep_socket_dir and self._socket_dir is not None:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
 
@@ -725,7 +738,9 @@ class Machine(MachineCore):
             qmp_listen=True,
             agent_serial_path=sockets / "agent-serial.sock",
             qga_path=sockets / "qga.sock" if self.launched_config.qga_path else None,
-            spec=replace(self.launched_config.spec, incoming=False),
+            # A writable share's virtiofsd ends with this run: the kept disk boots without.
+            spec=replace(self.launched_config.spec, incoming=False, shared_folders=()),
+            virtiofs_sockets=(),
         )
         argv = build_qemu_argv(config)
         if loadvm is not None:

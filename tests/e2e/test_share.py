@@ -1,16 +1,23 @@
 """A shared host folder on the built-in console image: mounted read-only before the test
 starts, every file the guest user's (uid 1000), readable by others as on the host, writes
 refused, still there after a restore of the ready state, left out of file-system
-snapshots; the VM boots cold and says why."""
+snapshots; the VM boots cold and says why. A writable share is the folder itself over
+virtiofs, the guest's user its owner, the guest's root nobody."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from image_under_test import image_under_test
 
 from pytest_adare import launch
+from pytest_adare.errors import SnapshotError
+from pytest_adare.qemu.virtiofs import NOBODY
 
 pytestmark = pytest.mark.e2e
 
@@ -53,3 +60,80 @@ def test_a_shared_folder_is_mounted_read_only_before_the_test(tmp_path: Path) ->
         guest.succeed("touch /root/dirty")
         vm.restore_ready()
         assert guest.succeed("cat /src/README") == "shared\n"
+
+
+@pytest.fixture
+def owned_project() -> Iterator[Path]:
+    """A project folder an ordinary uid (1000) owns, in a directory open to others: what a
+    root CI job shares writable (a folder root owns is refused, see tests/unit)."""
+    top = Path(tempfile.mkdtemp(prefix="adare-rw-share-", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        project = top / "project"
+        project.mkdir()
+        (project / "notes.txt").write_text("from the host\n")
+        for path in (project, project / "notes.txt"):
+            os.chown(path, OWNER, OWNER)
+        yield project
+    finally:
+        shutil.rmtree(top)
+
+
+OWNER = 1000
+
+
+def test_a_writable_share_is_the_folder_itself_with_its_ids_mapped(
+    owned_project: Path, tmp_path: Path
+) -> None:
+    manifest = image_under_test()
+    lines: list[str] = []
+    with launch(
+        manifest.path or manifest.disk, workdir=tmp_path / "vm", progress=lines.append,
+        share={str(owned_project): "/src:rw"},
+    ) as vm:  # fmt: skip
+        assert any("mount: /src (writable)" in line for line in lines), lines
+        assert any("warm: a shared folder" in line for line in lines), lines
+        guest = vm.guest
+        assert "type virtiofs (rw" in guest.succeed("mount | grep ' /src '")
+        # The owner's files are the guest user's, and that user's writes the owner's.
+        guest.succeed("useradd -M -u 1000 tester; useradd -M -u 1001 other")
+        assert guest.succeed("stat -c '%u:%g' /src/notes.txt") == "1000:1000\n"
+        guest.succeed(
+            "echo edited >> /src/notes.txt; echo new > /src/by-user", run_as_user="tester"
+        )
+        assert (owned_project / "notes.txt").read_text() == "from the host\nedited\n"
+        made = (owned_project / "by-user").stat()
+        assert (made.st_uid, made.st_gid, made.st_size) == (OWNER, OWNER, 4)
+        # The guest's root is nobody on the host: no root file, no device node.
+        guest.succeed("echo root > /src/by-root && chmod 4755 /src/by-root")
+        assert (owned_project / "by-root").stat().st_uid == NOBODY
+        refused = guest.fail("mknod /src/disk b 8 0")
+        assert "Operation not permitted" in refused.stderr
+        assert not (owned_project / "disk").exists()
+        # An unmapped guest user writes nothing.
+        guest.fail("cp /etc/hostname /src/by-other", run_as_user="other")
+        assert not (owned_project / "by-other").exists()
+        # The host's edits are seen at once.
+        (owned_project / "later.txt").write_text("written on the host meanwhile\n")
+        assert guest.succeed("cat /src/later.txt") == "written on the host meanwhile\n"
+        assert guest.aio.shared_paths == ("/src",)
+        assert "/src/by-user" not in guest.fs_snapshot("/src").entries
+        # QEMU cannot save a VM with a virtiofs device: said, not hung.
+        with pytest.raises(SnapshotError, match=r"non-migratable device .*vhost-user-fs"):
+            vm.save_ready()
+        daemons = _virtiofsd_pids()
+        assert daemons, "virtiofsd serves the share while the VM runs"
+    assert not set(daemons) & set(_virtiofsd_pids()), "virtiofsd ended with the VM"
+
+
+def _virtiofsd_pids() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"virtiofsd" in command.split(b"\0", 1)[0]:
+                found.append(int(entry.name))
+    return found

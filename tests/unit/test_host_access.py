@@ -71,6 +71,20 @@ def test_ports_from_the_marker_make_their_own_vm_and_bad_ones_name_the_argument(
         apply_marker(options, pytest.mark.adare_vm(ports=[70000]).mark)
 
 
+def test_a_writable_share_is_refused_with_snapshot_isolation_naming_the_choices(
+    tmp_path: Path,
+) -> None:
+    options = AdareOptions(vm="debian")
+    writable = pytest.mark.adare_vm(share={str(tmp_path): "/src:rw"})
+    with pytest.raises(ValueError, match=r"cannot be rolled back between tests .*'reboot' or"):
+        apply_marker(options, writable.mark)
+    for isolation in ("reboot", "none"):
+        marked = apply_marker(options, pytest.mark.adare_vm(share={str(tmp_path): "/src:rw"},
+                                                            isolation=isolation).mark)  # fmt: skip
+        assert marked.options.share[0].writable and marked.isolation == isolation
+    assert apply_marker(options, pytest.mark.adare_vm(share={str(tmp_path): "/src"}).mark)
+
+
 def test_a_bad_ports_flag_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_plain():\n    pass\n")
     result = pytester.runpytest("--adare-ports=80,80")
@@ -98,6 +112,10 @@ def test_forwarded_rows_read_only_loopback_forwards_of_info_usernet() -> None:
 def test_a_share_is_a_host_directory_and_an_absolute_guest_path(tmp_path: Path) -> None:
     assert parse_share({str(tmp_path): "/src"}) == (ShareSpec(str(tmp_path.resolve()), "/src"),)
     assert parse_share(f"{tmp_path}:/src:ro") == (ShareSpec(str(tmp_path.resolve()), "/src"),)
+    writable = ShareSpec(str(tmp_path.resolve()), "/src", writable=True)
+    assert parse_share({str(tmp_path): "/src:rw"}) == (writable,)
+    assert parse_share(f"{tmp_path}:/src:rw") == (writable,)
+    assert str(writable) == f"{tmp_path.resolve()}:/src:rw"
 
 
 @pytest.mark.parametrize(
@@ -107,8 +125,7 @@ def test_a_share_is_a_host_directory_and_an_absolute_guest_path(tmp_path: Path) 
         ("/", "the guest path '/' must be a directory below /"),
         ("/src/../etc", "must be a directory below /"),
         ("/my src", "paths may not hold spaces, commas or newlines"),
-        ("/src:rw", "rw is not supported: the guest gets a read-only copy"),
-        ("/src:wx", "the mode can only be ro, got 'wx'"),
+        ("/src:wx", "the mode is ro or rw, got 'wx'"),
     ],
 )
 def test_a_bad_guest_path_or_mode_is_refused_naming_it(

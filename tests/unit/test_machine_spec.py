@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pytest_adare.host_access import ShareSpec
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.lan.port import lan_port
 from pytest_adare.machine.registry import backend_for
@@ -30,6 +31,7 @@ OTHER_VALUE: dict[str, Any] = {
     "lan_ports": (PORT,),
     "rtc_base": "2024-03-01T09:00:00",
     "share_disks": (Path("/w/share0.raw"),),
+    "shared_folders": (ShareSpec("/srv/project", "/src", writable=True),),
     "firmware": "uefi",
     "seed": Path("/w/cidata.iso"),
 }

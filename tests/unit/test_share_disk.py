@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from pytest_adare.host_access import ShareSpec
-from pytest_adare.qemu.share import GUEST_OWNER, build_share_disk, owner_commands
+from pytest_adare.machine_tools.share import GUEST_OWNER, build_share_disk, owner_commands
 
 
 def inode(disk: Path, path: str) -> dict[str, str]:

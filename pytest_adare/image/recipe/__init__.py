@@ -92,6 +92,9 @@ INITS = ("busybox", "systemd")
 # never at boot: nothing in the console image uses netfilter until a test does.
 _FIREWALL_PACKAGES = ("nftables",)
 _FIREWALL_MODULES = ("nf_tables",)
+# A writable share's file system (virtiofs, and fuse under it): the share phase loads it
+# when it mounts one, never at boot.
+_SHARE_MODULES = ("virtiofs",)
 # Loaded by the initrd (those built into the kernel are skipped).
 _INITRD_MODULES = (
     "virtio_pci",
@@ -281,7 +284,7 @@ def debian_recipe(
             python_flags="-S",
             scripts=_COMMON_SCRIPTS,
             inittab_extra=(),
-            rootfs_modules=_FIREWALL_MODULES,
+            rootfs_modules=_FIREWALL_MODULES + _SHARE_MODULES,
         )
         if init == "busybox":
             return console
@@ -318,6 +321,7 @@ def debian_recipe(
         ),
         inittab_extra=("::respawn:/adare/init/desktop-session.sh",),
         user=DESKTOP_USER,
+        rootfs_modules=_SHARE_MODULES,
         # Mesa's GL drivers and LLVM (GLX: unused), and what only imlib2's image loaders
         # dlopen (PostScript, HEIF/AV1 codecs): ~220 MB that no test reads.
         dpkg_excludes=tuple(
