@@ -67,14 +67,20 @@ def shared_loop() -> LoopThread:
 
 
 A = TypeVar("A")
+A_co = TypeVar("A_co", covariant=True)
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class SyncTwin(Generic[A]):
-    """Base of a synchronous class whose ``aio`` attribute is its async twin."""
+class SyncTwin(Generic[A_co]):
+    """Base of a synchronous class whose ``aio`` attribute is its async twin.
 
-    aio: A
+    Covariant: a twin of a class is a twin of each of its bases too, so a twin made
+    from a method a base defines (``sync_twin(AsyncGuest.shell)``, ``shell`` from one
+    of the facade's sections) is a method of the subclass's twin.
+    """
+
+    aio: A_co
 
 
 def sync_twin(
