@@ -806,10 +806,10 @@ GOALS_28 = (
         ),
         lambda b: (
             "two snapshots of a million entries are held at once (before and after): as "
-            "columns (61 bytes an entry) and one path string shared by both, each still "
-            "has its path -> row dict and that row's int object (about 100 bytes an "
-            f"entry); {figure(b, 'scale', 'fit', 'host_rss_mib_per_million_entries')} MiB "
-            "per million entries in all, before 792 with a tuple per entry"
+            "columns (61 bytes an entry), one path string and one row number shared by "
+            "both, and each its path -> row dict (about 30 bytes an entry); "
+            f"{figure(b, 'scale', 'fit', 'host_rss_mib_per_million_entries')} MiB per "
+            "million entries in all, before 792 with a tuple per entry"
         ),
     ),
 )

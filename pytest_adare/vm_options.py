@@ -361,11 +361,11 @@ class VMOptions:
     ))  # fmt: skip
     share: tuple[ShareSpec, ...] = field(
         default=(), metadata=about(
-        "host folders mounted read-only in the guest before the test, copied at the VM's "
-        "start: HOST:GUEST, several separated by commas; the VM then boots cold (default: "
-        "none)",
-        parse=parse_share, metavar="HOST:GUEST",
-        doc_values="`{\"./\": \"/src\"}`; flag: `HOST:GUEST`",
+        "host folders mounted in the guest before the test: HOST:GUEST a read-only copy "
+        "made at the VM's start, HOST:GUEST:rw the folder itself (virtiofs), several "
+        "separated by commas; the VM then boots cold (default: none)",
+        parse=parse_share, metavar="HOST:GUEST[:rw]",
+        doc_values="`{\"./\": \"/src\"}`, `{\"./out\": \"/out:rw\"}`; flag: `HOST:GUEST[:rw]`",
         doc_default="none ([runtime](runtime.md#a-shared-folder))",
     ))  # fmt: skip
 

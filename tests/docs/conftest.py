@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from doc_examples import all_blocks
@@ -16,12 +19,21 @@ _sessions: list[ExampleSessions] = []
 
 
 @pytest.fixture(scope="session")
-def example_sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExampleSessions]:
-    sessions = ExampleSessions(all_blocks(), tmp_path_factory.mktemp("docs-examples"))
+def example_sessions() -> Iterator[ExampleSessions]:
+    # The example project where a user's checkout is: in a directory others may enter
+    # (pytest's own temporary root is closed to them), as docs/runtime.md's writable
+    # share asks of the folders above it.
+    workdir = Path(tempfile.mkdtemp(prefix="adare-docs-examples-", dir="/tmp"))
+    workdir.chmod(0o755)
+    sessions = ExampleSessions(all_blocks(), workdir)
     _sessions.append(sessions)
-    yield sessions
-    for session in sessions.sessions.values():
-        session.stop()
+    try:
+        yield sessions
+    finally:
+        for session in sessions.sessions.values():
+            session.stop()
+        if not any(outcome == "failed" for outcome, _ in _outcomes.values()):
+            shutil.rmtree(workdir, ignore_errors=True)  # else kept: the sessions' logs
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -2,7 +2,8 @@
 image without root, runs a newcomer's test file against it (one pass, one failure on
 purpose) under TCG with the header saying why, the same on its own libvirt session
 daemon (``qemu:///session``), builds a recipe on it, and uses a shared image cache it
-may only read (issue 29).
+may only read (issue 29), and has a VM write into the user's own folder through a
+writable share (issue 39).
 
 CI runs as root, so the module makes that user (``useradd`` with subordinate ids) and
 acts as it with ``setpriv``; the console image is built once, here, by that user.
@@ -25,6 +26,7 @@ from image_files import debugfs_stat
 from unprivileged import OrdinaryUser, ordinary_user
 
 from pytest_adare.image.build_claim import WORK_PREFIX
+from pytest_adare.qemu.virtiofs import first_subordinate_id
 
 pytestmark = [
     pytest.mark.e2e,
@@ -44,6 +46,25 @@ def test_the_guest_runs_linux(guest):
 
 def test_a_file_nobody_wrote_is_missing(guest):
     assert guest.shell("cat /tmp/never-written").returncode == 0
+"""
+
+# The guest writes into the user's own folder through a writable share: its user (uid
+# 1000) as that user, its root as the user's first subordinate uid.
+RW_SHARE_TESTS = """
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.adare_vm(share={"./out": "/out:rw"}, isolation="none")
+def test_the_guest_writes_into_my_folder(guest):
+    guest.succeed("useradd -M -u 1000 tester")
+    guest.succeed("echo mine > /out/by-user", run_as_user="tester")
+    guest.succeed("echo root > /out/by-root")
+    assert Path("out/by-user").read_text() == "mine\\n"
+    Path("out/from-host").write_text("host\\n")
+    assert guest.succeed("stat -c %u:%g /out/from-host") == "1000:1000\\n"
+    assert guest.succeed("cat /out/from-host", run_as_user="tester") == "host\\n"
 """
 
 RECIPE = """\
@@ -122,6 +143,27 @@ def test_a_newcomers_tests_pass_and_fail_as_that_user_under_tcg(
     assert "test_a_file_nobody_wrote_is_missing" in out and "FAILED" in out
     if Path("/dev/kvm").exists():  # this user is not in its group: the header says so
         assert f"sudo usermod -aG kvm {USER}" in out, out
+
+
+def test_a_newcomers_writable_share_is_written_as_that_user(
+    rootless_build: RootlessBuild,
+) -> None:
+    user = rootless_build.user
+    project = rootless_build.base / "rw-share"
+    (project / "out").mkdir(parents=True)
+    (project / "test_rw_share.py").write_text(RW_SHARE_TESTS)
+    for path in (project, project / "out", project / "test_rw_share.py"):
+        os.chown(path, user.uid, user.gid)
+    done = user.run(
+        ["python", "-m", "pytest", "-p", "no:cacheprovider", "--adare-vm=debian", "-rA"],
+        cache=rootless_build.cache, cwd=project, timeout=900,
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "1 passed" in out, out
+    by_user, by_root = (project / "out" / "by-user").stat(), (project / "out" / "by-root").stat()
+    assert (by_user.st_uid, by_user.st_gid) == (user.uid, user.gid)
+    assert by_root.st_uid == first_subordinate_id("uid", USER, user.uid)
+    assert by_root.st_gid == first_subordinate_id("gid", USER, user.gid)
 
 
 def _stop_session_daemon(runtime: Path) -> None:
