@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from image_under_test import image_under_test
+from image_under_test import desktop_image_under_test, image_under_test
 
 from pytest_adare import launch
 from pytest_adare.errors import SnapshotError
@@ -137,3 +137,20 @@ def _virtiofsd_pids() -> list[int]:
             if b"virtiofsd" in command.split(b"\0", 1)[0]:
                 found.append(int(entry.name))
     return found
+
+
+def test_the_desktop_user_writes_into_a_writable_share(owned_project: Path, tmp_path: Path) -> None:
+    # The desktop image's kernel is Debian's generic one: its virtiofs module is loaded
+    # from the image's root file system when the share is mounted.
+    manifest = desktop_image_under_test()
+    with launch(
+        manifest.path or manifest.disk, workdir=tmp_path / "vm",
+        share={str(owned_project): "/home/shared:rw"}, gui=False,
+    ) as vm:  # fmt: skip
+        user = vm.guest.user
+        assert user.uid == 1000
+        assert user.run("cat /home/shared/notes.txt").check().stdout == "from the host\n"
+        user.run("echo from the desktop user > /home/shared/report.txt").check()
+        report = owned_project / "report.txt"
+        assert report.read_text() == "from the desktop user\n"
+        assert (report.stat().st_uid, report.stat().st_gid) == (OWNER, OWNER)
