@@ -145,7 +145,7 @@ def test_the_desktop_user_writes_into_a_writable_share(owned_project: Path, tmp_
     manifest = desktop_image_under_test()
     with launch(
         manifest.path or manifest.disk, workdir=tmp_path / "vm",
-        share={str(owned_project): "/home/shared:rw"}, gui=False,
+        share={str(owned_project): "/home/shared:rw"},
     ) as vm:  # fmt: skip
         user = vm.guest.user
         assert user.uid == 1000
