@@ -140,10 +140,10 @@ def _run_phases(
     vm.start()
     clock.report.accel, clock.report.accel_reason = vm.accel, vm.accel_reason
     clock.mark("qemu", vm.accel_reason or "")
-    vm.wait_for_console(r"\S", timeout)
+    loop.run(vm.await_for_console(r"\S", timeout))
     clock.mark("console")
     if manifest.agent.baked:
-        vm.wait_for_console(INIT_READY, timeout)
+        loop.run(vm.await_for_console(INIT_READY, timeout))
         clock.mark("init")
     loop.run(_wait_qga(vm.qga_path, timeout), timeout + 10)
     clock.mark("qga")

@@ -93,10 +93,15 @@ def sync_twin(
 
         class Guest(SyncTwin[AsyncGuest]):
             shell = sync_twin(AsyncGuest.shell)
+
+    The method is looked up on ``self.aio`` by name, so a twin made from a base's
+    method (an abstract one included) runs the subclass's override.
     """
+    name = method.__name__
 
     def run(twin: SyncTwin[A], /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return shared_loop().run(method(twin.aio, *args, **kwargs))
+        bound: Callable[P, Coroutine[Any, Any, R]] = getattr(twin.aio, name)
+        return shared_loop().run(bound(*args, **kwargs))
 
     run.__name__ = method.__name__
     run.__qualname__ = method.__qualname__
@@ -111,12 +116,16 @@ def sync_context_twin(
     """:func:`sync_twin` for a method returning an async context manager.
 
     Entering and leaving the sync context enter and leave the async one on the
-    shared loop, so the body of a ``with`` runs in the caller's thread.
+    shared loop, so the body of a ``with`` runs in the caller's thread. The method is
+    looked up on ``self.aio`` by name, as :func:`sync_twin` does.
     """
+
+    name = method.__name__
 
     @contextlib.contextmanager
     def run(twin: SyncTwin[A], /, *args: P.args, **kwargs: P.kwargs) -> Iterator[R]:
-        manager = method(twin.aio, *args, **kwargs)
+        opened: Callable[P, AbstractAsyncContextManager[R]] = getattr(twin.aio, name)
+        manager = opened(*args, **kwargs)
         loop = shared_loop()
         value = loop.run(manager.__aenter__())
         try:

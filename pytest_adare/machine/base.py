@@ -9,8 +9,12 @@ machine.capabilities``) and a backend that lacks a feature raises
 backend; when the hypervisor refuses one the backend raises :class:`MachineCommandError`,
 whatever its own client raised.
 
-The methods are async (the host's core runs on :func:`~pytest_adare.loop_thread.shared_loop`);
-lifecycle and the console's sync calls are sync, as the pool and fixtures use them.
+The contract is async (the host's core runs on :func:`~pytest_adare.loop_thread.shared_loop`)
+but for the lifecycle (``start``, ``shutdown``, ``kill``: sync, as the pool and fixtures
+use them) and the calls that never wait (the console's tail and mark, a write to it, the
+running state, the keep hint). The sync face a script or test uses (``screendump``,
+``savevm``, ``wait_for_console``, …) is no part of it: every backend gets it from
+:class:`~pytest_adare.machine.core.MachineCore`, one ``sync_twin`` line per method.
 """
 
 from __future__ import annotations
@@ -145,6 +149,7 @@ class MachineBackend(Protocol):
     def qmp_path(self) -> Path | None:
         """The hypervisor's QMP socket a person may connect to directly (kept in the
         ``adare-vm`` entry); None when the hypervisor keeps it to itself (libvirt)."""
+
     @property
     def overlay_path(self) -> Path: ...
 
@@ -162,11 +167,8 @@ class MachineBackend(Protocol):
     # -- console
     def console_tail(self, n: int = 40) -> list[str]: ...
     def console_mark(self) -> int: ...
-    def seed_console(self, text: str) -> None: ...
+    async def aseed_console(self, text: str) -> None: ...
     async def await_for_console(
-        self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
-    ) -> re.Match[str]: ...
-    def wait_for_console(
         self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
     ) -> re.Match[str]: ...
     def console_write(self, data: bytes | str) -> None: ...
@@ -198,7 +200,9 @@ class MachineBackend(Protocol):
         qga: FreezeAgent | None = None, flush: Flush | None = None,
     ) -> DiskExport: ...  # fmt: skip
     async def aset_link(self, up: bool, *, nic: str | None = None) -> None: ...
+
     """``nic``: a NIC's netdev id (``net0``, a LAN's ``lan0``); None: the first NIC."""
+
     async def ahypervisor_version(self) -> str: ...
 
     # -- after the run

@@ -2,8 +2,10 @@
 
 A backend subclass provides the hypervisor half (start, shutdown, the screen's PNG,
 raw input, snapshots, …) and sets ``_console`` and ``_died`` while it runs; the core
-holds the death state, the bounded waits, the console, typing, and the sync API (each
-sync method runs its async twin on :func:`~pytest_adare.loop_thread.shared_loop`).
+holds the death state, the bounded waits, the console, typing and pointer moves over
+raw input, and the sync face: each sync method is one
+:func:`~pytest_adare.loop_thread.sync_twin` line over its async method (the machine is
+its own async twin, ``aio``), run on :func:`~pytest_adare.loop_thread.shared_loop`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_adare.errors import VMDied
-from pytest_adare.loop_thread import shared_loop
+from pytest_adare.loop_thread import SyncTwin, shared_loop, sync_twin
 from pytest_adare.machine import input_events
 from pytest_adare.machine.base import Capability, unsupported
 from pytest_adare.machine.bounded_wait import bounded_wait
@@ -29,7 +31,7 @@ TYPE_KEY_INTERVAL = 0.03
 """Seconds between typed characters: the guest must drain the PS/2 queue in between."""
 
 
-class MachineCore:
+class MachineCore(SyncTwin["MachineCore"]):
     """The shared half of a machine (see the module docstring)."""
 
     backend = "?"
@@ -38,6 +40,11 @@ class MachineCore:
     _console: ConsoleCapture | None = None
     _died: asyncio.Event | None = None
     _death_reason: str | None = None
+
+    @property
+    def aio(self) -> MachineCore:  # type: ignore[override]
+        """The machine itself: its async methods are what the sync face runs."""
+        return self
 
     @staticmethod
     def _run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
@@ -93,27 +100,13 @@ class MachineCore:
         """Position in the console; pass as ``since`` to wait only for later output."""
         return self._console.mark() if self._console is not None else 0
 
-    def seed_console(self, text: str) -> None:
+    async def aseed_console(self, text: str) -> None:
         """Feed ``text`` to the console capture as if the guest had printed it (a warm
         start's saved boot lines, so failure reports still show how the guest booted)."""
-
-        async def seed(data: bytes) -> None:  # the capture lives on the loop thread
-            if self._console is not None:
-                self._console.data_received(data)
-
-        self._run(seed(text.encode()))
+        if self._console is not None:
+            self._console.data_received(text.encode())
 
     async def await_for_console(
-        self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
-    ) -> re.Match[str]:
-        """Async twin of :meth:`wait_for_console`."""
-        if self._console is None or self._died is None or self._stopped():
-            raise VMDied(self._down_reason(), self.console_tail())
-        regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
-        future = self._console.wait_for(regex, since)
-        return await self.bounded(future, timeout, f"console output matching {regex.pattern!r}")
-
-    def wait_for_console(
         self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
     ) -> re.Match[str]:
         """Wait until a console line (or the current partial line) matches ``pattern``.
@@ -123,76 +116,76 @@ class MachineCore:
         :raise VMTimeout: nothing matched in ``timeout`` seconds.
         :raise VMDied: the guest shut down, panicked or its hypervisor went away first.
         """
-        return self._run(self.await_for_console(pattern, timeout, since))
+        if self._console is None or self._died is None or self._stopped():
+            raise VMDied(self._down_reason(), self.console_tail())
+        regex = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
+        future = self._console.wait_for(regex, since)
+        return await self.bounded(future, timeout, f"console output matching {regex.pattern!r}")
 
     # ---------------------------------------------------------- screen, input
     async def ascreendump_png(self, timeout: float = 30.0) -> bytes:
+        """The guest's display as the hypervisor's PNG."""
         raise NotImplementedError
 
     async def ascreendump(self, timeout: float = 30.0) -> Image.Image:
-        """The guest's display as a PIL image (RGB)."""
+        """The guest's display as a PIL image (RGB; needs a display)."""
         png = await self.ascreendump_png(timeout)
         return await asyncio.to_thread(_decode_image, png)
 
-    def screendump(self, timeout: float = 30.0) -> Image.Image:
-        """The guest's display as a PIL image (needs a display)."""
-        return self._run(self.ascreendump(timeout))
-
     async def asend_input(self, events: list[dict[str, Any]]) -> None:
+        """Send raw input events (QEMU's ``input-send-event`` form, :mod:`.input_events`)."""
         raise NotImplementedError
 
     async def atype_text(self, text: str, key_interval: float | None = None) -> None:
-        """Async twin of :meth:`type_text`."""
-        pause = self.type_key_interval if key_interval is None else key_interval
-        for batch in input_events.text_events(text):
-            await self.asend_input(batch)
-            await asyncio.sleep(pause)
-
-    def type_text(self, text: str, key_interval: float | None = None) -> None:
         """Type ``text`` key by key on a US layout (shift where a character needs it).
 
         The emulated PS/2 keyboard buffers only 16 scancodes (about four characters) and
         drops what arrives while the guest has not read them, so characters are paced.
         """
-        self._run(self.atype_text(text, key_interval))
+        pause = self.type_key_interval if key_interval is None else key_interval
+        for batch in input_events.text_events(text):
+            await self.asend_input(batch)
+            await asyncio.sleep(pause)
 
-    def send_keys(self, *keys: str) -> None:
+    async def asend_keys(self, *keys: str) -> None:
         """Press ``keys`` together and release them (``send_keys("ctrl", "alt", "t")``)."""
-        self._run(self.asend_input(input_events.key_events(keys)))
+        await self.asend_input(input_events.key_events(keys))
 
-    def mouse_move(self, x: int, y: int, *, screen: tuple[int, int] | None = None) -> None:
+    async def amouse_move(self, x: int, y: int, *, screen: tuple[int, int] | None = None) -> None:
         """Move the USB tablet pointer; ``x, y`` in 0..32767, or pixels of ``screen=(w, h)``."""
         if screen is not None:
             x = input_events.scale_to_abs(x, screen[0])
             y = input_events.scale_to_abs(y, screen[1])
-        self._run(self.asend_input(input_events.move_events(x, y)))
+        await self.asend_input(input_events.move_events(x, y))
 
-    def mouse_click(self, button: str = "left") -> None:
+    async def amouse_click(self, button: str = "left") -> None:
         """Press and release a pointer button where the pointer is."""
         down = input_events.button_events(button, True)
-        self._run(self.asend_input(down + input_events.button_events(button, False)))
+        await self.asend_input(down + input_events.button_events(button, False))
 
     # -------------------------------------------------------------- snapshots
     async def asavevm(self, tag: str, timeout: float = 120.0) -> None:
+        """Save the whole VM state (RAM, devices, disk) under ``tag``."""
         raise NotImplementedError
 
     async def aloadvm(self, tag: str, timeout: float = 120.0) -> None:
+        """Return the VM to the state saved under ``tag`` (it keeps running from there)."""
         raise NotImplementedError
 
     async def areset(self, timeout: float = 60.0) -> None:
+        """Hard-reset the guest (power-cycle) while the hypervisor keeps running."""
         raise NotImplementedError
 
-    def savevm(self, tag: str, timeout: float = 120.0) -> None:
-        """Save the whole VM state (RAM, devices, disk) under ``tag``."""
-        self._run(self.asavevm(check_tag(tag), timeout))
-
-    def loadvm(self, tag: str, timeout: float = 120.0) -> None:
-        """Return the VM to the state saved under ``tag`` (it keeps running from there)."""
-        self._run(self.aloadvm(check_tag(tag), timeout))
-
-    def reset(self, timeout: float = 60.0) -> None:
-        """Hard-reset the guest (power-cycle) while the hypervisor keeps running."""
-        self._run(self.areset(timeout))
+    # -------------------------------------------------------------- sync face
+    wait_for_console = sync_twin(await_for_console)
+    screendump = sync_twin(ascreendump)
+    type_text = sync_twin(atype_text)
+    send_keys = sync_twin(asend_keys)
+    mouse_move = sync_twin(amouse_move)
+    mouse_click = sync_twin(amouse_click)
+    savevm = sync_twin(asavevm)
+    loadvm = sync_twin(aloadvm)
+    reset = sync_twin(areset)
 
 
 def check_tag(tag: str) -> str:

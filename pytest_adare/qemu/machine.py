@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from qemu.qmp import EventListener, ExecuteError, QMPClient, QMPError
 
 from pytest_adare.errors import SnapshotError, VMDied, VMLaunchError, VMTimeout
+from pytest_adare.loop_thread import sync_twin
 from pytest_adare.machine.base import NETDEV_ID, Capability, MachineCommandError, MachineImage
 from pytest_adare.machine.console import ConsoleCapture
 from pytest_adare.machine.core import MachineCore, check_tag
@@ -563,8 +564,13 @@ class Machine(MachineCore):
         self._proc.stdin.flush()
 
     # ---------------------------------------------------------------- QMP/HMP
-    async def aqmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
-        """Async twin of :meth:`qmp`."""
+    async def aqmp(self, /, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
+        """Run a QMP command and return its ``return`` value.
+
+        :raise MachineCommandError: QEMU answered with an error.
+        :raise VMDied: the machine is not running, or QMP failed underneath (the cause
+            and the console tail are in the error; no ``qemu.qmp`` state error escapes).
+        """
         if self._qmp is None or not self.is_running():
             raise VMDied(f"{self._down_reason()}; cannot run QMP {cmd}", self.console_tail())
         try:
@@ -588,22 +594,12 @@ class Machine(MachineCore):
             reason = f"{self._down_reason()} (QMP {cmd} failed: {cause})"
         return VMDied(reason, self.console_tail())
 
-    def qmp(self, cmd: str, timeout: float = 60.0, **args: Any) -> Any:
-        """Run a QMP command and return its ``return`` value.
-
-        :raise MachineCommandError: QEMU answered with an error.
-        :raise VMDied: the machine is not running, or QMP failed underneath (the cause
-            and the console tail are in the error; no ``qemu.qmp`` state error escapes).
-        """
-        return self._run(self.aqmp(cmd, timeout, **args))
-
     async def ahmp(self, line: str, timeout: float = 60.0) -> str:
-        """Async twin of :meth:`hmp`."""
+        """Run a human-monitor command (via QMP) and return its text output."""
         return str(await self.aqmp("human-monitor-command", timeout, **{"command-line": line}))
 
-    def hmp(self, line: str, timeout: float = 60.0) -> str:
-        """Run a human-monitor command (via QMP) and return its text output."""
-        return self._run(self.ahmp(line, timeout))
+    qmp = sync_twin(aqmp)
+    hmp = sync_twin(ahmp)
 
     async def areset(self, timeout: float = 60.0) -> None:
         """Hard-reset the guest (power-cycle) while QEMU keeps running; returns once the

@@ -75,9 +75,8 @@ async def warm_start(vm: VMState, saved: SavedState) -> bool:
         machine = await start_machine(vm, image, fw_cfg, incoming=True)
         # The console starts empty; failure reports should still show how it booted.
         boot_lines = saved.meta.get("console_tail", "")
-        await asyncio.to_thread(
-            machine.seed_console,
-            f"{boot_lines}\n[adare: warm start; the lines above are the saved boot's]\n",
+        await machine.aseed_console(
+            f"{boot_lines}\n[adare: warm start; the lines above are the saved boot's]\n"
         )
         await machine.aload_state(saved.state, vm.options.boot_timeout)
         vm.record("warm", t, f"ready state {saved.key[:12]} loaded")

@@ -160,7 +160,7 @@ class FakeMachine:
     def console_mark(self) -> int:
         return len(CONSOLE)
 
-    def seed_console(self, text: str) -> None:
+    async def aseed_console(self, text: str) -> None:
         self._record("seed_console")
 
     async def await_for_console(
@@ -172,11 +172,6 @@ class FakeMachine:
             if match := regex.search(line):
                 return match
         raise VMTimeout(f"console output matching {regex.pattern!r}", timeout, CONSOLE)
-
-    def wait_for_console(
-        self, pattern: str | re.Pattern[str], timeout: float, since: int = 0
-    ) -> re.Match[str]:
-        return asyncio.run(self.await_for_console(pattern, timeout, since))
 
     def console_write(self, data: bytes | str) -> None:
         self._record(f"console_write {len(data)}")

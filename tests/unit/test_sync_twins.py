@@ -1,5 +1,5 @@
 """Every async method of the facade and of the VM has a sync twin with exactly its
-parameters."""
+parameters; the machine's sync face is made the same way."""
 
 from __future__ import annotations
 
@@ -11,8 +11,18 @@ from collections.abc import AsyncIterator
 import pytest
 
 from pytest_adare.guest import AsyncGuest, AsyncKeyboard, Guest, Keyboard
+from pytest_adare.libvirt_backend.machine import LibvirtMachine
 from pytest_adare.loop_thread import SyncTwin, shared_loop, sync_context_twin, sync_twin
+from pytest_adare.machine.core import MachineCore
+from pytest_adare.qemu.machine import Machine
 from pytest_adare.vm import VM, AsyncVM
+
+MACHINE_SYNC_FACE = {
+    "wait_for_console": "await_for_console", "screendump": "ascreendump",
+    "type_text": "atype_text", "send_keys": "asend_keys", "mouse_move": "amouse_move",
+    "mouse_click": "amouse_click", "savevm": "asavevm", "loadvm": "aloadvm",
+    "reset": "areset",
+}  # fmt: skip
 
 
 def public_async_methods(cls: type) -> dict[str, inspect.Signature]:
@@ -123,3 +133,28 @@ def test_watch_fs_takes_exactly_the_options_of_fs_snapshot() -> None:
     watch = inspect.signature(inspect.unwrap(AsyncGuest.watch_fs)).parameters
     assert list(watch) == list(snapshot)
     assert all(watch[name].default == snapshot[name].default for name in snapshot)
+
+
+@pytest.mark.parametrize("machine_cls", [Machine, LibvirtMachine])
+def test_every_backends_sync_face_is_the_cores_twins(machine_cls: type) -> None:
+    for name, async_name in MACHINE_SYNC_FACE.items():
+        twin = getattr(machine_cls, name)
+        assert twin.__wrapped__ is getattr(MachineCore, async_name), name
+        assert inspect.signature(twin) == inspect.signature(getattr(MachineCore, async_name))
+
+
+def test_a_machines_sync_twin_runs_the_backends_own_async_method() -> None:
+    class Recording(MachineCore):
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        async def asavevm(self, tag: str, timeout: float = 120.0) -> None:
+            self.sent.append(f"savevm {tag} {timeout}")
+
+        async def asend_input(self, events: list[dict[str, object]]) -> None:
+            self.sent.append(f"{len(events)} events")
+
+    machine = Recording()
+    machine.savevm("ready", timeout=5)
+    machine.send_keys("ctrl", "c")
+    assert machine.sent == ["savevm ready 5", "4 events"]
