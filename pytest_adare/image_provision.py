@@ -124,10 +124,7 @@ def no_network(what: str, result: ShellResult) -> str | None:
         return None
     line = next(ln for ln in output.splitlines() if cause.group(0) in ln).strip()
     mirrors = ", ".join(dict.fromkeys(_URL.findall(output))) or "its package mirror"
-    return (
-        f"the guest has no network: {what} could not reach {mirrors} ({line})\n"
-        f"{_tail(result)}"
-    )
+    return f"the guest has no network: {what} could not reach {mirrors} ({line})\n{_tail(result)}"
 
 
 def install_packages(guest: Guest, pm: PackageManager, packages: tuple[str, ...]) -> None:
@@ -159,7 +156,7 @@ def copy_files(guest: Guest, recipe: ImageRecipe) -> None:
     """The recipe's files, each with its owner and mode."""
     for copy in recipe.files:
         dest = shlex.quote(copy.dest)
-        (guest.shell(f"mkdir -p \"$(dirname {dest})\"")).check()
+        (guest.shell(f'mkdir -p "$(dirname {dest})"')).check()
         guest.push(copy.source, copy.dest)
         if copy.owner is not None:
             (guest.shell(f"chown {shlex.quote(copy.owner)} {dest}")).check()
@@ -218,9 +215,7 @@ def _steps(vm: VM, recipe: ImageRecipe, clock: PhaseClock) -> None:
             pm = detect_package_manager(guest)
             install_packages(guest, pm, recipe.install)
     else:
-        pm = next(
-            (p for p in PACKAGE_MANAGERS if guest.shell(f"command -v {p.name}").ok), None
-        )
+        pm = next((p for p in PACKAGE_MANAGERS if guest.shell(f"command -v {p.name}").ok), None)
     if recipe.files:
         with clock.phase("files", f"{len(recipe.files)} file(s)"):
             copy_files(guest, recipe)
@@ -230,7 +225,7 @@ def _steps(vm: VM, recipe: ImageRecipe, clock: PhaseClock) -> None:
     if recipe.services:
         with clock.phase("services", " ".join(recipe.services)):
             enable_services(guest, recipe)
-    guest.shell(trace_removal(str(vm.layout.run_dir), pm), background=True)
+    guest.shell(trace_removal(str(vm.state.layout.run_dir), pm), background=True)
 
 
 def _wait_powered_off(vm: VM) -> None:

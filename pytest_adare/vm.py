@@ -9,9 +9,10 @@ answer, or the serial link), the readiness checks (``settle``, ``desktop``) and 
 When the connection cannot be made, the guest is diagnosed and :class:`AgentUnreachable`
 says why. A saved ready state that fits replaces the boot (``warm``).
 
-:class:`AsyncVM` is the async core: those phases composed over the VM's
-:class:`~pytest_adare.vm_phases.state.VMState`. :class:`VM` is that state with the sync
-API, every method a ``sync_twin`` of the core's.
+:class:`AsyncVM` is the async core: those phases composed over the VM's parts, one
+:class:`~pytest_adare.vm_phases.state.VMState`. :class:`VM` holds that core (``aio``) and
+shows what a test uses (the guest, the machine, the phases, the options, …), every
+method a ``sync_twin`` of the core's; the parts are ``vm.state``.
 
 Snapshots: :meth:`AsyncVM.save_ready` / :meth:`AsyncVM.restore_ready` close the agent
 connection first and reconnect after (a WebSocket kept open across ``loadvm`` hangs).
@@ -41,9 +42,10 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_adare.analysis.target import open_target
 from pytest_adare.forensics.diff import FsDiff
+from pytest_adare.guest import Guest
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.loop_thread import SyncTwin, sync_context_twin, sync_twin
-from pytest_adare.machine.base import Capability, MachineFactory, require
+from pytest_adare.machine.base import Capability, MachineBackend, MachineFactory, require
 from pytest_adare.machine.results import (
     CAPTURE_MAX_BYTES,
     CAPTURE_SNAPLEN,
@@ -91,11 +93,11 @@ CLOSE_TIMEOUT = 30.0
 
 
 class AsyncVM:
-    """The async core of one VM: the phases of :mod:`pytest_adare.vm_phases` over ``vm``
-    (its state; the sync :class:`VM` is that state itself)."""
+    """The async core of one VM: the phases of :mod:`pytest_adare.vm_phases` over
+    ``state``, the parts the VM is made of (the sync :class:`VM` holds this core)."""
 
-    def __init__(self, vm: VMState) -> None:
-        self.vm = vm
+    def __init__(self, state: VMState) -> None:
+        self.state = state
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -107,7 +109,7 @@ class AsyncVM:
         :raise VMDied: QEMU exited or the guest stopped while starting.
         :raise AgentUnreachable: the agent could not be connected (the message says why).
         """
-        vm = self.vm
+        vm = self.state
         vm._progress = progress
         vm.phases.clear()
         await build_bundle(vm)
@@ -128,7 +130,7 @@ class AsyncVM:
     async def _bring_up(self, inputs: BootInputs) -> None:
         """After QEMU started: the agent up (boot, cloud-init or install), connected, the
         guest ready, the screen chosen."""
-        vm = self.vm
+        vm = self.state
         t = time.monotonic()
         if vm.handoff:
             await await_boot(vm, inputs)
@@ -148,19 +150,19 @@ class AsyncVM:
 
         :raise VMDied: the machine is not running (with the reason and the console tail).
         """
-        self.vm.machine.check_alive()
-        await disconnect(self.vm)
-        await reconnect(self.vm)
+        self.state.machine.check_alive()
+        await disconnect(self.state)
+        await reconnect(self.state)
 
     async def save_ready(self, tag: str = READY_TAG) -> None:
         """Save the VM (RAM, devices, disk) as its ready state; the agent reconnects after.
 
         :raise VMDied: the machine is not running, or died meanwhile.
         """
-        self.vm.machine.check_alive()
-        await disconnect(self.vm)
-        await self.vm.machine.asavevm(tag)
-        await reconnect(self.vm)
+        self.state.machine.check_alive()
+        await disconnect(self.state)
+        await self.state.machine.asavevm(tag)
+        await reconnect(self.state)
 
     async def restore_ready(self, tag: str = READY_TAG) -> None:
         """Return to the saved ready state (disconnect, ``loadvm``, reconnect); each
@@ -168,7 +170,7 @@ class AsyncVM:
 
         :raise VMDied: the machine is not running, or died meanwhile.
         """
-        vm = self.vm
+        vm = self.state
         vm.machine.check_alive()
         steps: dict[str, float] = {}
         t = time.monotonic()
@@ -187,7 +189,7 @@ class AsyncVM:
         it: the VM restarts QEMU instead, with the same token and options. Saved
         snapshots live in the overlay and are gone afterwards.
         """
-        vm = self.vm
+        vm = self.state
         await self._close_parts()
         vm._qga = None
         await stop_machine(vm)
@@ -198,7 +200,7 @@ class AsyncVM:
 
     async def screendump(self) -> Image.Image:
         """The guest display as the hypervisor sees it (no agent needed)."""
-        return await self.vm.machine.ascreendump()
+        return await self.state.machine.ascreendump()
 
     async def wait_for_console(self, pattern: str | re.Pattern[str], timeout: float = 60.0) -> str:
         """Wait until a line of the guest's console (the serial console the kernel and
@@ -209,11 +211,11 @@ class AsyncVM:
         :raise VMTimeout: nothing matched within ``timeout`` s (with the console's last lines).
         :raise VMDied: QEMU exited or the guest panicked first.
         """
-        return (await self.vm.machine.await_for_console(pattern, timeout)).string
+        return (await self.state.machine.await_for_console(pattern, timeout)).string
 
     async def agent_log_tail(self, n: int = 40) -> list[str]:
         """The last ``n`` lines of the agent's log: via the agent, else via QGA."""
-        return await evidence.agent_log_tail(self.vm, n)
+        return await evidence.agent_log_tail(self.state, n)
 
     def network_capture(
         self, path: str | Path, *, snaplen: int = CAPTURE_SNAPLEN,
@@ -222,8 +224,8 @@ class AsyncVM:
         """``with vm.network_capture("net.pcap") as cap:`` the guest's traffic as pcap:
         one NIC's, ``nic`` (``net0``, ``lan0``, ...), by default the user-mode NIC, else
         the first LAN NIC."""
-        require(self.vm.machine, Capability.NETWORK_CAPTURE)
-        return self.vm.machine.network_capture(
+        require(self.state.machine, Capability.NETWORK_CAPTURE)
+        return self.state.machine.network_capture(
             path, snaplen=snaplen, max_bytes=max_bytes, nic=nic
         )
 
@@ -232,13 +234,13 @@ class AsyncVM:
         timeout: float = DUMP_TIMEOUT,
     ) -> Path:  # fmt: skip
         """The guest's RAM to ``path`` (paused; resumed after unless ``resume=False``)."""
-        require(self.vm.machine, Capability.MEMORY_DUMP)
-        return await evidence.dump_memory(self.vm, path, format, resume, timeout)
+        require(self.state.machine, Capability.MEMORY_DUMP)
+        return await evidence.dump_memory(self.state, path, format, resume, timeout)
 
     async def export_disk(self, path: str | Path, format: DiskFormat = "raw") -> Path:
         """The guest's disk now (file systems frozen by qemu-ga, else synced) to ``path``."""
-        require(self.vm.machine, Capability.DISK_EXPORT)
-        return await evidence.export_disk(self.vm, path, format)
+        require(self.state.machine, Capability.DISK_EXPORT)
+        return await evidence.export_disk(self.state, path, format)
 
     @contextlib.asynccontextmanager
     async def disk_target(self, path: str | Path | None = None) -> AsyncIterator[Any]:
@@ -252,7 +254,7 @@ class AsyncVM:
 
     async def resume(self) -> None:
         """Let a guest paused by ``dump_memory(..., resume=False)`` run again."""
-        await self.vm.machine.aresume()
+        await self.state.machine.aresume()
 
     async def collect_evidence(
         self, dest: str | Path, memory: bool = True, disk: bool = True, pcap: bool = True,
@@ -262,7 +264,7 @@ class AsyncVM:
         ``dest``, resume; writes ``dest/manifest.json`` (+ CASE ``manifest.jsonld``).
         Returns the manifest; see :mod:`pytest_adare.forensics.evidence_bundle`."""
         return await evidence.collect_evidence(
-            self.vm, Path(dest), memory=memory, disk=disk, pcap=pcap, fs_diff=fs_diff,
+            self.state, Path(dest), memory=memory, disk=disk, pcap=pcap, fs_diff=fs_diff,
             test_id=test_id,
         )  # fmt: skip
 
@@ -271,26 +273,27 @@ class AsyncVM:
     async def close(self) -> None:
         """Disconnect and stop QEMU; safe to call more than once."""
         await self._close_parts()
-        await stop_machine(self.vm)
+        await stop_machine(self.state)
 
     async def _close_parts(self) -> None:
         """Close the agent connection and the QGA client (bounded; errors swallowed:
         QEMU is stopped next either way)."""
 
         async def close() -> None:
-            await disconnect(self.vm)
-            if self.vm._qga is not None:
-                await self.vm._qga.close()
+            await disconnect(self.state)
+            if self.state._qga is not None:
+                await self.state._qga.close()
 
         with contextlib.suppress(Exception):
             await asyncio.wait_for(close(), CLOSE_TIMEOUT)
 
 
-class VM(VMState, SyncTwin[AsyncVM]):
+class VM(SyncTwin[AsyncVM]):
     """One guest VM with its agent connected; see the module docstring for the phases.
 
-    Its state (``manifest``, ``options``, ``phases``, ``guest``, ``machine``, …) is
-    :class:`~pytest_adare.vm_phases.state.VMState`'s; ``aio`` is its async core."""
+    ``aio`` is its async core, which holds the parts the VM is made of (``state``, a
+    :class:`~pytest_adare.vm_phases.state.VMState`); the VM's own surface is what a test
+    calls: the guest, the machine, the recorded phases, snapshots, reboot, evidence."""
 
     def __init__(
         self,
@@ -309,11 +312,105 @@ class VM(VMState, SyncTwin[AsyncVM]):
         the default connector is :func:`pytest_adare.vm_phases.connect.open_transport`.
 
         :raise ValueError: an unknown backend, or an option it cannot honour."""
-        super().__init__(
+        state = VMState(
             manifest, workdir, options, name=name, config_overrides=config_overrides,
             machine_factory=machine_factory, qga_factory=qga_factory, connector=connector,
         )  # fmt: skip
-        self.aio = AsyncVM(self)
+        self.aio = AsyncVM(state)
+
+    @property
+    def state(self) -> VMState:
+        """The parts this VM is made of and what its phases share (the layers above it
+        read the token, the QGA client, the forwards there)."""
+        return self.aio.state
+
+    @property
+    def name(self) -> str:
+        """The VM's name in progress lines and messages."""
+        return self.state.name
+
+    @property
+    def manifest(self) -> ImageManifest:
+        """The image this VM boots."""
+        return self.state.manifest
+
+    @property
+    def workdir(self) -> Path:
+        """Where its overlay, console log and hand-off files are."""
+        return self.state.workdir
+
+    @property
+    def options(self) -> VMOptions:
+        """The options it was made with."""
+        return self.state.options
+
+    @property
+    def phases(self) -> list[Phase]:
+        """The phases of the last start, in order (see the module docstring)."""
+        return self.state.phases
+
+    @property
+    def guest(self) -> Guest:
+        """The connected guest facade. :raise AdareError: before ``start``."""
+        return self.state.guest
+
+    @property
+    def machine(self) -> MachineBackend:
+        """The machine (a :class:`~pytest_adare.machine.base.MachineBackend`).
+
+        :raise AdareError: before ``start``."""
+        return self.state.machine
+
+    @property
+    def qga(self) -> AsyncQGAClient:
+        """The QGA client of this VM (async; created on first use)."""
+        return self.state.qga
+
+    @property
+    def token(self) -> str:
+        """The per-VM bearer token the agent accepts."""
+        return self.state.token
+
+    @property
+    def transport(self) -> str:
+        """How the host reaches the agent: ``websocket`` or ``serial``."""
+        return self.state.transport
+
+    @property
+    def gui(self) -> str:
+        """Where screenshots and input go: ``agent`` or ``host`` (QEMU); with
+        ``gui="auto"`` what was chosen at start (``auto`` before that)."""
+        return self.state.gui
+
+    @property
+    def gui_choice(self) -> GuiChoice | None:
+        """The GUI mode chosen at start and why (None before ``start``)."""
+        return self.state.gui_choice
+
+    @property
+    def firmware(self) -> str:
+        """``bios`` or ``uefi``: the option when given, else the manifest's."""
+        return self.state.firmware
+
+    @property
+    def firmware_reason(self) -> str:
+        """One line, e.g. ``firmware: uefi (detected: GPT with an EFI system partition …)``."""
+        return self.state.firmware_reason
+
+    @property
+    def ready_command(self) -> str | None:
+        """The user's readiness command: the options', else the manifest's, else None."""
+        return self.state.ready_command
+
+    @property
+    def last_restore(self) -> dict[str, float]:
+        """Seconds each step of the last ``restore_ready`` took: ``disconnect``,
+        ``loadvm``, ``reconnect`` (empty before the first)."""
+        return self.state.last_restore
+
+    def console_tail(self, n: int = 40) -> list[str]:
+        """The last ``n`` console lines."""
+        return self.state.machine.console_tail(n)
 
     _start = sync_twin(AsyncVM.start)
 

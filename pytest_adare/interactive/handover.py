@@ -107,7 +107,7 @@ async def _save(vm: VM, directory: Path) -> None:
     initrd = getattr(config, "initrd", None)
     files, names = boot_files(initrd, dict(getattr(config, "fw_cfg", {}) or {}))
     # Like a warm state: no agent session inside it (the keeper's VM starts with none).
-    await disconnect(vm)
+    await disconnect(vm.state)
     try:
         meta = {
             "agent_token": vm.token,
@@ -117,7 +117,7 @@ async def _save(vm: VM, directory: Path) -> None:
         await save_machine_state(vm.machine, STATE_KEY, files, meta, directory, SAVE_TIMEOUT)
     finally:
         await vm.machine.aresume()  # saving leaves the machine paused
-        await reconnect(vm)
+        await reconnect(vm.state)
 
 
 def _start_keeper(directory: Path) -> str:

@@ -73,8 +73,8 @@ def keep_handed_over(directory: Path) -> int:
         vm = VM(manifest, directory / "vm", VMOptions(**handover["options"]), name="kept")
         stop = threading.Event()
         try:
-            shared_loop().run(build_bundle(vm))
-            if not shared_loop().run(warm_start(vm, saved)):
+            shared_loop().run(build_bundle(vm.state))
+            if not shared_loop().run(warm_start(vm.state, saved)):
                 print("keeper: the saved state did not load (see above)", file=sys.stderr)
                 return 1
             registration = register(

@@ -1,9 +1,10 @@
 """``VMState``: what one VM is made of and what its phases share.
 
-The public attributes and properties are the VM's public API (``VM`` inherits them).
-Attributes starting with ``_`` are the phases' working state (the machine, the QGA
-client, the guest facade, the bundle, the seed, the progress callback, the GUI choice):
-only ``vm.py`` and the modules of :mod:`pytest_adare.vm_phases` set them.
+A ``VM`` holds one (``vm.state``) and shows the part of it a test uses. Its public
+attributes are the VM's configuration and the seams its parts are made through;
+attributes starting with ``_`` are the phases' working state (the machine, the QGA
+client, the guest facade, the bundle, the seed, the share disks, the progress callback,
+the GUI choice): only ``vm.py`` and the modules of :mod:`pytest_adare.vm_phases` set them.
 """
 
 from __future__ import annotations

@@ -185,8 +185,8 @@ def test_a_registered_backend_runs_a_vm_through_the_registry(tmp_path: Path) -> 
 
     image = ImageManifest(name="t", disk=tmp_path / "disk.qcow2", kernel=tmp_path / "vmlinuz")
     vm = VM(image, tmp_path, VMOptions.from_given({"backend": "fake"}))
-    assert vm.backend.name == "fake"
-    assert isinstance(vm.new_machine(image, tmp_path, MachineSpec()), FakeMachine)
+    assert vm.state.backend.name == "fake"
+    assert isinstance(vm.state.new_machine(image, tmp_path, MachineSpec()), FakeMachine)
 
 
 def test_a_lan_is_the_backends_own_network_or_forwarded_by_the_host() -> None:

@@ -32,6 +32,7 @@ from pytest_adare.machine_tools.qga import QGAExecResult
 from pytest_adare.machine_tools.screen import QemuScreen
 from pytest_adare.vm import AGENT_STARTED, VM
 from pytest_adare.vm_options import READY_TAG, VMOptions
+from pytest_adare.vm_phases.state import VMState
 from tests.fakes.machine import CONSOLE, FakeMachine
 
 Log = list[str]
@@ -143,7 +144,7 @@ class Parts:
         self.qgas.append(qga)
         return qga
 
-    async def connect(self, vm: VM, token: str) -> FakeConnection:
+    async def connect(self, vm: VMState, token: str) -> FakeConnection:
         self.log.append(f"connect to {vm.machine.id}")  # type: ignore[attr-defined]
         if self.dies_on_connect is not None:
             self.machines[-1].died = self.dies_on_connect
@@ -489,7 +490,7 @@ def test_auto_on_a_desktop_whose_agent_has_no_display_takes_qemus_and_says_why(
 ) -> None:
     connect = parts.connect
 
-    async def connect_without_display(vm: VM, token: str) -> FakeConnection:
+    async def connect_without_display(vm: VMState, token: str) -> FakeConnection:
         connection = await connect(vm, token)
         answer = connection.call
 
