@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_adare.analysis.target import open_target
 from pytest_adare.forensics.diff import FsDiff
 from pytest_adare.guest import Guest
+from pytest_adare.image.agent_bundle import AgentBundle
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.loop_thread import SyncTwin, sync_context_twin, sync_twin
 from pytest_adare.machine.base import Capability, MachineBackend, MachineFactory, require
@@ -112,33 +113,34 @@ class AsyncVM:
         vm = self.state
         vm._progress = progress
         vm.phases.clear()
-        await build_bundle(vm)
-        plan = await warm_plan(vm)
+        bundle = await build_bundle(vm)
+        plan = await warm_plan(vm, bundle)
         if plan.saved is not None and await warm_start(vm, plan.saved):
             await forward_ports(vm)
             return
-        inputs = await asyncio.to_thread(boot_inputs, vm)
-        vm._seed = await asyncio.to_thread(cloud_init_seed, vm)
-        vm._share_disks = await build_shares(vm)
-        await cold_start(vm, inputs.image, inputs.fw_cfg)
-        await self._bring_up(inputs)
+        inputs = await asyncio.to_thread(boot_inputs, vm, bundle)
+        seed = await asyncio.to_thread(cloud_init_seed, vm, bundle)
+        share_disks = await build_shares(vm)
+        await cold_start(vm, inputs.image, inputs.fw_cfg, seed=seed, share_disks=share_disks)
+        await self._bring_up(inputs, bundle, seed)
         if plan.key is not None:
             await save_warm(vm, plan.key, inputs)
         await forward_ports(vm)
         await mount_shares(vm)
 
-    async def _bring_up(self, inputs: BootInputs) -> None:
-        """After QEMU started: the agent up (boot, cloud-init or install), connected, the
-        guest ready, the screen chosen."""
+    async def _bring_up(self, inputs: BootInputs, bundle: AgentBundle, seed: Path | None) -> None:
+        """After QEMU started: the agent up (handed over in ``inputs``, started by
+        cloud-init from ``seed``, or ``bundle`` installed), connected, the guest ready,
+        the screen chosen."""
         vm = self.state
         t = time.monotonic()
         if vm.handoff:
             await await_boot(vm, inputs)
-        elif await deliver(vm) == "cloud-init":
+        elif await deliver(vm, seed) == "cloud-init":
             vm.record("cloud-init", t, "the agent was started by cloud-init from the "
                       "cidata seed, listening")  # fmt: skip
         else:
-            await install(vm, t)
+            await install(vm, bundle, t)
         await first_connect(vm)
         await settle(vm)
         await pick_gui(vm)

@@ -10,10 +10,11 @@ from pytest_adare.vm_phases.state import VMState
 
 
 async def build_bundle(vm: VMState) -> AgentBundle:
-    """Build (or take from the cache) the bundle and record the phase."""
+    """Build (or take from the cache) the bundle and record the phase; the later
+    phases that hand it to the guest (and the warm key) are given it."""
     t = time.monotonic()
     # pyautogui and its helpers go into the bundle only when the agent drives the GUI.
     gui = vm.manifest.desktop and vm.gui != "host"
-    bundle = vm._bundle = await asyncio.to_thread(build_agent_bundle, gui=gui)
+    bundle = await asyncio.to_thread(build_agent_bundle, gui=gui)
     vm.record("bundle", t, f"{bundle.version} {bundle.bundle_hash[:12]}")
     return bundle

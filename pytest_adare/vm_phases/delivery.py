@@ -3,25 +3,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pytest_adare.agent.delivery import Channel, await_delivery
 from pytest_adare.agent.serial_client import SerialAgentClient
 from pytest_adare.errors import AgentUnreachable
 from pytest_adare.vm_phases.state import VMState
 
 
-async def deliver(vm: VMState) -> Channel:
+async def deliver(vm: VMState, seed: Path | None) -> Channel:
     """The first channel that answers (bounded by ``boot_timeout``, ended by the guest's
-    death); a failure carries the console's tail."""
+    death): qemu-ga, or cloud-init when the VM was booted with ``seed``; a failure
+    carries the console's tail."""
     machine = vm.machine
     serial = machine.agent_serial_path if vm.layout.serial_device else None
-    waited = "qemu-ga to answer guest-sync" + (
-        " or cloud-init to start the agent" if vm._seed else ""
-    )
+    waited = "qemu-ga to answer guest-sync" + (" or cloud-init to start the agent" if seed else "")
     try:
         return await machine.bounded(
             await_delivery(
                 lambda: vm.qga.sync(vm.options.boot_timeout),
-                seed=vm._seed is not None,
+                seed=seed is not None,
                 console_log=machine.console_log_path,
                 serial_path=serial,
                 ping=SerialAgentClient.ping_path,

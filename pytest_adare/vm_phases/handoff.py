@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pytest_adare.agent.cloud_init import write_seed
 from pytest_adare.agent.install import prepare_boot_handoff
+from pytest_adare.image.agent_bundle import AgentBundle
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.vm_phases.readiness import Listening
 from pytest_adare.vm_phases.state import VMState
@@ -34,26 +35,25 @@ class BootInputs:
     describe: str = ""
 
 
-def boot_inputs(vm: VMState) -> BootInputs:
-    """The hand-off for a built-in image (written into ``vm.workdir``), else the image."""
+def boot_inputs(vm: VMState, bundle: AgentBundle) -> BootInputs:
+    """The hand-off of ``bundle`` for a built-in image (written into ``vm.workdir``),
+    else the image."""
     if not vm.handoff:
         return BootInputs(vm.manifest, {})
-    assert vm._bundle is not None
-    handoff = prepare_boot_handoff(vm.manifest, vm.workdir, vm.agent_config, vm._bundle)
+    handoff = prepare_boot_handoff(vm.manifest, vm.workdir, vm.agent_config, bundle)
     image = vm.manifest
     if handoff.initrd is not None:
         image = replace(image, initrd=handoff.initrd)
     return BootInputs(image, dict(handoff.fw_cfg), handoff.describe())
 
 
-def cloud_init_seed(vm: VMState) -> Path | None:
-    """The NoCloud seed for an image whose agent is not handed over at boot (Linux,
-    ``install="auto"``), else None."""
+def cloud_init_seed(vm: VMState, bundle: AgentBundle) -> Path | None:
+    """The NoCloud seed carrying ``bundle`` for an image whose agent is not handed over
+    at boot (Linux, ``install="auto"``), else None."""
     if vm.handoff or vm.options.install != "auto" or vm.layout.os != "linux":
         return None
-    assert vm._bundle is not None
     return write_seed(
-        vm.workdir / "cidata.iso", vm.layout, vm._bundle, vm.agent_config,
+        vm.workdir / "cidata.iso", vm.layout, bundle, vm.agent_config,
         instance_id=f"adare-{vm.token[:16]}",
     )  # fmt: skip
 

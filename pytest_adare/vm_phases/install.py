@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from pytest_adare.agent.install import install_agent
+from pytest_adare.image.agent_bundle import AgentBundle
 from pytest_adare.vm_phases.readiness import Listening
 from pytest_adare.vm_phases.state import VMState
 
@@ -13,14 +14,11 @@ LISTEN_TIMEOUT = 60.0
 """Bound on waiting for a freshly installed agent to say it listens."""
 
 
-async def install(vm: VMState, started: float) -> None:
-    """Record ``qga`` (answering since ``started``), install the bundle and config, start
-    the agent and wait until it listens."""
+async def install(vm: VMState, bundle: AgentBundle, started: float) -> None:
+    """Record ``qga`` (answering since ``started``), install ``bundle`` and the config,
+    start the agent and wait until it listens."""
     vm.record("qga", started, "qemu-ga answers")
     t = time.monotonic()
-    assert vm._bundle is not None
-    report = await install_agent(
-        vm.qga, vm.layout, vm._bundle, vm.agent_config, progress=vm._progress
-    )
+    report = await install_agent(vm.qga, vm.layout, bundle, vm.agent_config, progress=vm._progress)
     listening = await Listening(LISTEN_TIMEOUT).wait(vm)
     vm.record("install", t, report.describe() + (", listening" if listening else ""))

@@ -2,9 +2,11 @@
 
 A ``VM`` holds one (``vm.state``) and shows the part of it a test uses. Its public
 attributes are the VM's configuration and the seams its parts are made through;
-attributes starting with ``_`` are the phases' working state (the machine, the QGA
-client, the guest facade, the bundle, the seed, the share disks, the progress callback,
-the GUI choice): only ``vm.py`` and the modules of :mod:`pytest_adare.vm_phases` set them.
+attributes starting with ``_`` are the parts made at start (the machine, the QGA client,
+the guest facade), the progress callback and the GUI choice: only ``vm.py`` and the
+modules of :mod:`pytest_adare.vm_phases` set them. What one phase makes for a later one
+(the bundle, the boot inputs, the seed, the share disks) is no state: it is returned and
+handed on (``AsyncVM.start``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from pytest_adare.agent.connection import AgentConnection
 from pytest_adare.agent.install import GuestLayout, agent_config, new_token, uses_boot_handoff
 from pytest_adare.errors import AdareError
 from pytest_adare.guest import Guest
-from pytest_adare.image.agent_bundle import AgentBundle
 from pytest_adare.image.manifest import ImageManifest
 from pytest_adare.machine.base import MachineBackend, MachineFactory
 from pytest_adare.machine.registry import backend_for
@@ -115,13 +116,10 @@ class VMState:
         """Seconds each step of the last ``restore_ready`` took: ``disconnect``,
         ``loadvm``, ``reconnect`` (empty before the first)."""
         self._machine: MachineBackend | None = None
-        self._bundle: AgentBundle | None = None
         self._qga: AsyncQGAClient | None = None
         self._guest: Guest | None = None
         self._progress: Progress | None = None
         self._gui_choice: GuiChoice | None = None
-        self._seed: Path | None = None
-        self._share_disks: tuple[Path, ...] = ()
 
     @property
     def transport(self) -> str:

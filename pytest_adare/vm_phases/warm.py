@@ -24,6 +24,7 @@ from adare_guest.tool_names import REKEY, SEED_RANDOM
 from pytest_adare.agent.install import uses_initrd_handoff
 from pytest_adare.errors import AdareError
 from pytest_adare.guest import tool_result
+from pytest_adare.image.agent_bundle import AgentBundle
 from pytest_adare.machine_tools.accel import choose_accel
 from pytest_adare.machine_tools.saved_state import (
     SavedState,
@@ -43,9 +44,9 @@ from pytest_adare.warm_start import warm_plan as plan_for
 CALL_TIMEOUT = 30.0
 
 
-async def warm_plan(vm: VMState) -> WarmPlan:
-    """Whether this VM may start warm, and from which state (said as one line)."""
-    assert vm._bundle is not None
+async def warm_plan(vm: VMState, bundle: AgentBundle) -> WarmPlan:
+    """Whether this VM, whose guest runs ``bundle``, may start warm, and from which
+    state (said as one line)."""
     reason = cold_only_reason(vm.manifest, vm.options, vm.custom_config, vm.backend)
     if reason is not None:  # no key to compute, so no accelerator to choose either
         plan = WarmPlan(None, None, reason)
@@ -57,7 +58,7 @@ async def warm_plan(vm: VMState) -> WarmPlan:
         )
         plan = await asyncio.to_thread(
             plan_for, vm.manifest, vm.options, accel=accel,
-            bundle_hash=vm._bundle.bundle_hash, run_dir=str(vm.layout.run_dir),
+            bundle_hash=bundle.bundle_hash, run_dir=str(vm.layout.run_dir),
             handoff=route if vm.handoff else "none", ready_command=vm.ready_command,
             backend=vm.backend, agent_link=vm.agent_link,
         )  # fmt: skip
