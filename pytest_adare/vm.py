@@ -322,8 +322,8 @@ class VM(SyncTwin[AsyncVM]):
 
     @property
     def state(self) -> VMState:
-        """The parts this VM is made of and what its phases share (the layers above it
-        read the token, the QGA client, the forwards there)."""
+        """The parts this VM is made of and what its phases share: what a phase is
+        called with (``interactive/`` hands it to the warm start and the reconnect)."""
         return self.aio.state
 
     @property
