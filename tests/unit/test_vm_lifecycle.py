@@ -526,3 +526,13 @@ def test_the_firmware_reason_says_which_firmware_and_why(parts: Parts, tmp_path:
     assert asked.firmware_reason == "firmware: bios (firmware='bios' was asked for)"
     unexplained = parts.vm(replace(uefi, firmware_reason=""), tmp_path / "u")
     assert unexplained.firmware_reason == "firmware: uefi (the default)"
+
+
+def test_the_vm_shows_what_a_test_calls_and_keeps_its_parts_in_its_state(
+    parts: Parts, tmp_path: Path
+) -> None:
+    vm = parts.vm(_plain(tmp_path), tmp_path / "vm")
+    public = {name for name in dir(vm) if not name.startswith("_")}
+    assert not public & {"say", "record", "new_machine", "new_qga", "connector", "layout"}
+    assert {"guest", "machine", "phases", "options", "name", "state", "aio"} <= public
+    assert vm.state is vm.aio.state and vm.state.name == vm.name == "t"
