@@ -199,9 +199,8 @@ class MachineBackend(Protocol):
         self, path: str | Path, format: DiskFormat = "raw", *,
         qga: FreezeAgent | None = None, flush: Flush | None = None,
     ) -> DiskExport: ...  # fmt: skip
-    async def aset_link(self, up: bool, *, nic: str | None = None) -> None: ...
-
-    """``nic``: a NIC's netdev id (``net0``, a LAN's ``lan0``); None: the first NIC."""
+    async def aset_link(self, up: bool, *, nic: str | None = None) -> None:
+        """``nic``: a NIC's netdev id (``net0``, a LAN's ``lan0``); None: the first NIC."""
 
     async def ahypervisor_version(self) -> str: ...
 
