@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.plugin.test_libvirt_backend_e2e import (
+from tests.e2e.test_libvirt_backend_e2e import (
     INNER_TIMEOUT,
     _ours,
     _virsh,
