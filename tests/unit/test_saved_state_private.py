@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_warm_state import fake_machine, plan
 
 from pytest_adare.cache_dir import cache_root
 from pytest_adare.image.manifest import ImageManifest
@@ -27,6 +26,7 @@ from pytest_adare.machine_tools.saved_state import (
     states_root,
 )
 from pytest_adare.warm_start import boot_files
+from tests.unit.test_warm_state import fake_machine, plan
 
 
 @pytest.fixture
