@@ -209,7 +209,7 @@ def _records_by_column(text: str) -> list[tuple[str, Entry]] | None:
     Why columns: every record is split by one C call (``str.split``), the fields of
     one kind are then slices of one list, converted by ``map`` in C; only the times
     and the kind-dependent fields take a Python expression each. The results equal
-    :func:`_records_by_field`'s (tests/unit/test_snapshot_records.py).
+    :func:`_records_by_field`'s (tests/unit/pytest_adare/forensics/test_snapshot_records.py).
     """
     read = _page_columns(text)  # the caller paused the collector
     if read is None:
