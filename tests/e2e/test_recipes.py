@@ -1,6 +1,6 @@
 """Recipes on a built-in base end to end: a real file manager on the desktop, the cache
 hit, and what bad input is told (a failing provision step: test_recipe_own_disk.py and
-the build log's reading in tests/unit/test_recipe_files.py).
+the build log's reading in tests/unit/pytest_adare/image/test_recipe_files.py).
 
 ``conftest_examples/fm_desktop/fm-desktop.toml`` (pcmanfm on the built-in desktop) is
 built by ``scripts/test`` beside the built-in images; the bad inputs each start an

@@ -17,7 +17,7 @@ from pytest_adare.image.userns import (
     userns_blockers,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def test_the_subordinate_range_is_found_by_name_or_uid(tmp_path: Path) -> None:

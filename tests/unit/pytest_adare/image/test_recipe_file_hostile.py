@@ -16,7 +16,7 @@ from pytest_adare.errors import ImageError
 from pytest_adare.image.build_failure import build_failure_cause
 from pytest_adare.image.recipe import debian_recipe
 from pytest_adare.image.recipe_file import load_recipe
-from tests.unit.test_recipe_files import write_recipe
+from tests.unit.pytest_adare.image.test_recipe_files import write_recipe
 
 
 @pytest.mark.parametrize(
