@@ -14,5 +14,6 @@
 - :mod:`.registry` — the backends by name (``--adare-backend``) and what each can do.
 
 A new backend is one package whose machine class passes
-``tests/unit/test_machine_protocol_compliance.py``, and one line in :mod:`.registry`.
+``tests/unit/pytest_adare/machine/test_machine_protocol_compliance.py``,
+and one line in :mod:`.registry`.
 """

@@ -6,8 +6,9 @@ those options) and, when the backend runs LAN segments of its own,
 ``lan_network(options, index)``; its :class:`Backend` entry here names that module and
 the :class:`~pytest_adare.machine.base.Capability` set its machines can have, so that the
 choices of the option, the docs' table and the compliance test
-(``tests/unit/test_machine_protocol_compliance.py``) iterate one list, and nothing is
-imported before a VM of that backend starts (the plugin loads light).
+(``tests/unit/pytest_adare/machine/test_machine_protocol_compliance.py``)
+iterate one list, and nothing is imported before a VM of that backend starts (the plugin
+loads light).
 
 Callers never ask which backend they got: warm start asks for
 ``Capability.MIGRATION``, forwarded ports for ``Capability.PORT_FORWARD``, a shared

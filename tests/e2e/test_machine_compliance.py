@@ -1,5 +1,6 @@
 """The QEMU backend does what its ``capabilities`` claim, on one boot of the built-in
-console image (the protocol's signatures: ``tests/unit/test_machine_protocol_compliance.py``).
+console image (the protocol's signatures:
+``tests/unit/pytest_adare/machine/test_machine_protocol_compliance.py``).
 
 One module-scoped machine; each claimed capability is one test, the reset last (it
 restarts the guest).

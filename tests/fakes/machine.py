@@ -5,7 +5,7 @@ It logs what it is asked (``machine1.start``, ``machine1.savevm tag``, …) into
 list, answers the console from :data:`CONSOLE`, dies when a test sets :attr:`died`,
 and writes a stand-in stream file on :meth:`asave_state`. It is checked against the
 protocol by ``mypy --strict`` (this module is in its ``files``) and by
-``tests/unit/test_machine_protocol_compliance.py``.
+``tests/unit/pytest_adare/machine/test_machine_protocol_compliance.py``.
 """
 
 from __future__ import annotations

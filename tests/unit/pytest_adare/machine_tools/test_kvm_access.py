@@ -16,7 +16,7 @@ import pytest
 
 from pytest_adare.machine_tools.kvm_access import UserGroups, access_fix
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("setpriv") is None,

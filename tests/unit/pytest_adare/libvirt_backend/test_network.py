@@ -23,7 +23,7 @@ from pytest_adare.libvirt_backend.reaper import (
     new_network_name,
     owner_of,
 )
-from tests.unit.test_libvirt_domain_xml import CONFIG, validate
+from tests.unit.pytest_adare.libvirt_backend.test_domain_xml import CONFIG, validate
 
 NETWORK = new_network_name(0, pid=4242)
 
