@@ -12,7 +12,7 @@ from PIL import Image, ImageDraw
 
 from pytest_adare.screen import match as screen_match
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[4]
 
 
 def screen_with_a_cross() -> Image.Image:

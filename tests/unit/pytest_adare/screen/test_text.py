@@ -31,7 +31,7 @@ from pytest_adare.screen.text import (
     wait_for_text,
 )
 
-DATA = Path(__file__).parent / "data" / "ocr"
+DATA = Path(__file__).resolve().parents[2] / "data" / "ocr"
 
 
 def recorded(name: str) -> list[OcrLine]:
@@ -237,7 +237,7 @@ def test_an_xterm_selection_that_starts_at_its_first_letter_reads(
 ) -> None:
     # Real screenshots of the built-in desktop (xterm's 6x13 font, SGR 7 on the middle
     # line), each a screen OCR once misread.
-    screen = Image.open(Path(__file__).parent / "data/ocr" / screenshot)
+    screen = Image.open(DATA / screenshot)
     for line in (f"ALPHA {digits}", f"BRAVO {digits}", f"CHARLIE {digits}"):
         assert [match.text for match in find_text(line, screen)] == [line]
 
@@ -246,6 +246,6 @@ def test_a_selection_at_a_dark_areas_edge_is_still_a_dark_band() -> None:
     # The same desktop in a CI run: the dark area judged over 40 px around the black root
     # window reached 4 px into the terminal, over the selection's first letter, and that
     # strip was inverted by neither rule ('BRAVO' read as 'RRAVO').
-    screen = Image.open(Path(__file__).parent / "data/ocr/xterm-reverse-video-edge.png")
+    screen = Image.open(DATA / "xterm-reverse-video-edge.png")
     for line in ("ALPHA 5346", "BRAVO 5346", "CHARLIE 5346"):
         assert [match.text for match in find_text(line, screen)] == [line]
