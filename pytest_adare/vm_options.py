@@ -500,7 +500,7 @@ def option_fields() -> tuple[OptionField, ...]:
 
 class LaunchOptions(TypedDict, total=False):
     """``launch()``'s VM keywords: the :class:`VMOptions` fields exposed to ``launch``
-    (``tests/unit/test_vm_options.py`` keeps the two equal, names and types)."""
+    (``tests/unit/pytest_adare/test_vm_options.py`` keeps the two equal, names and types)."""
 
     memory_mib: int | None
     cpus: int | None

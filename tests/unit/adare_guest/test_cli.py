@@ -62,6 +62,6 @@ def test_the_service_command_line_does_not_import_argparse() -> None:
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=Path(__file__).resolve().parents[2],  # the repository root: adare_guest importable
+        cwd=Path(__file__).resolve().parents[3],  # the repository root: adare_guest importable
     )
     assert done.stdout.split() == ["/dev/ttyS1", "False"], done.stderr

@@ -90,7 +90,7 @@ def test_what_a_user_writes_for_ports_and_share_type_checks(tmp_path: Path) -> N
     )
     # A copy of the project's cache (./scripts/test runs mypy first; mypy checks each
     # cached module against its source): 1 s instead of 17 s re-reading the package.
-    repo = Path(__file__).parents[2]
+    repo = Path(__file__).parents[3]
     cache = tmp_path / "mypy-cache"
     if (repo / ".mypy_cache").is_dir():
         shutil.copytree(repo / ".mypy_cache", cache)

@@ -82,7 +82,7 @@ def test_the_command_quotes_what_it_is_given_and_bounds_the_count() -> None:
 def test_a_real_guests_journal_parses_entry_by_entry() -> None:
     # `journalctl -o json --lines=30` on debian-systemd after `logger -t adare-sample` and
     # `printf 'caf\351\n' | systemd-cat -t adare-bin` (a byte that is not UTF-8).
-    text = (Path(__file__).parent / "data/journal/debian-systemd.jsonl").read_text()
+    text = (Path(__file__).resolve().parents[1] / "data/journal/debian-systemd.jsonl").read_text()
     entries = parse_journal(text)
     assert len(entries) == 30
     assert entries == sorted(entries, key=lambda entry: entry.timestamp)

@@ -10,7 +10,7 @@ import pytest
 from pytest_adare.guest_user import MAX_SESSIONS, LoginSession, parse_login_sessions
 
 # SESSIONS_SCRIPT's output on debian-xfce after LightDM's autologin (captured from a VM).
-XFCE = (Path(__file__).parent / "data/logind/debian-xfce.txt").read_text()
+XFCE = (Path(__file__).resolve().parents[1] / "data/logind/debian-xfce.txt").read_text()
 
 
 def test_the_autologin_session_of_a_real_guest_reads() -> None:
