@@ -26,7 +26,7 @@ from pytest_adare.machine_tools.saved_state import (
     states_root,
 )
 from pytest_adare.warm_start import boot_files
-from tests.unit.pytest_adare.test_warm_state import fake_machine, plan
+from tests.unit.pytest_adare.test_warm_start import fake_machine, plan
 
 
 @pytest.fixture
