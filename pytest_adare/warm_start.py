@@ -49,7 +49,7 @@ OPTIONS_BESIDE_THE_SPEC: Mapping[str, str] = {
 }
 """How each :class:`VMOptions` field that is not a
 :class:`~pytest_adare.machine.spec.MachineSpec` field meets a saved state (the spec's
-fields say it in their own metadata); ``tests/unit/test_machine_spec.py`` fails for an
+fields say it in their own metadata); ``tests/unit/pytest_adare/machine/test_spec.py`` fails for an
 option that is in neither."""
 
 
