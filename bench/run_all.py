@@ -806,7 +806,7 @@ GOALS_28 = (
         ),
         lambda b: (
             "two snapshots of a million entries are held at once (before and after): as "
-            "columns (61 bytes an entry), one path string and one row number shared by "
+            "columns (65 bytes an entry), one path string and one row number shared by "
             "both, and each its path -> row dict (about 30 bytes an entry); "
             f"{figure(b, 'scale', 'fit', 'host_rss_mib_per_million_entries')} MiB per "
             "million entries in all, before 792 with a tuple per entry"

@@ -3,7 +3,8 @@ without one tuple and a dozen number objects per path.
 
 A million-entry snapshot held as a ``dict`` of named tuples costs about 420 bytes an
 entry (the tuple, its own int and float objects, the path); a diff holds two. Here each
-field is one ``array`` (or a ``bytearray`` of kind codes), the rare fields (``sha256``,
+field is one ``array`` (or a ``bytearray`` of kind codes; a time no row has yet, as
+``crtime`` nearly never has, is no array at all), the rare fields (``sha256``,
 ``target``) are dicts by row, and a row's :class:`Entry` is made when it is read. A
 value a column cannot hold (a hostile guest's uid of 2**70) keeps its whole entry aside,
 exactly as it came.
@@ -48,10 +49,14 @@ class EntryTable(Mapping[str, Entry]):
 
     def __init__(self, pairs: Iterable[tuple[str, Entry]] = ()) -> None:
         self._rows: dict[str, int] = {}
-        self._paths: list[str] = []
+        self._paths: list[str] | None = None
+        """The paths by row, made when a later table is made ``like`` this one (the dict
+        holds them in row order: a row is never removed)."""
         self._kinds = bytearray()
         self._ints = tuple(array(code) for _name, code in _INT_COLUMNS)
-        self._times = tuple(array("d") for _ in _TIME_COLUMNS)
+        self._times: list[array[float] | None] = [None] * len(_TIME_COLUMNS)
+        """None while every row's value is None (``crtime`` nearly always: 8 bytes an
+        entry saved), else the column."""
         self._sha256: dict[int, str] = {}
         self._target: dict[int, str] = {}
         self._odd: dict[int, Entry] = {}
@@ -90,7 +95,12 @@ class EntryTable(Mapping[str, Entry]):
     def shared_path(self, path: str) -> str:
         """This table's string for ``path`` when it holds it, else ``path`` itself."""
         row = self._rows.get(path)
-        return path if row is None else self._paths[row]
+        return path if row is None else self._path_list()[row]
+
+    def _path_list(self) -> list[str]:
+        if self._paths is None:
+            self._paths = list(self._rows)
+        return self._paths
 
     def _entry(self, row: int) -> Entry:
         odd = self._odd.get(row)
@@ -98,7 +108,8 @@ class EntryTable(Mapping[str, Entry]):
             return odd
         size, mode, uid, gid, inode = (column[row] for column in self._ints)
         mtime, atime, ctime, crtime = (
-            None if value == _NONE else value for value in (column[row] for column in self._times)
+            None if column is None or column[row] == _NONE else column[row]
+            for column in self._times
         )
         return Entry(
             ENTRY_KINDS[self._kinds[row]], size, mode, uid, gid, inode, mtime,  # type: ignore[arg-type]
@@ -159,7 +170,8 @@ class EntryTable(Mapping[str, Entry]):
         before = len(self._rows)
         rows: Iterable[int] = range(before, before + len(paths))
         if like is not None:
-            paths = list(map(_shared, map(like._rows.get, paths), paths, repeat(like._paths)))
+            shared = repeat(like._path_list())
+            paths = list(map(_shared, map(like._rows.get, paths), paths, shared))
             rows = like._row_numbers(before, len(paths))
         self._rows.update(zip(paths, rows, strict=True))
         self._append_columns(paths, columns)
@@ -169,11 +181,11 @@ class EntryTable(Mapping[str, Entry]):
         """The numbers ``first`` .. ``first + count - 1`` as this table's own int objects
         where it has those rows: a table made ``like`` this one then holds no second int
         object per row (28 bytes each), whatever order its paths came in."""
-        mine = list(map(self._rows.__getitem__, self._paths[first : first + count]))
+        mine = list(map(self._rows.__getitem__, self._path_list()[first : first + count]))
         return mine + list(range(first + len(mine), first + count))
 
     def _append_columns(self, paths: list[str], columns: Sequence[Sequence[Any]]) -> None:
-        first = len(self._paths)
+        first = len(self._kinds)
         kinds, times = columns[0], columns[6:10]
         try:
             packed_ints = [
@@ -183,16 +195,25 @@ class EntryTable(Mapping[str, Entry]):
             packed_times = [_time_column(values) for values in times]
             codes = bytes(map(_KIND_CODE.__getitem__, kinds))
         except (OverflowError, TypeError, ValueError, KeyError):
-            self._paths += paths
+            if self._paths is not None:
+                self._paths += paths
             entries = map(tuple.__new__, repeat(Entry), zip(*columns, strict=True))
             for offset, entry in enumerate(entries):  # row by row: the odd ones kept whole
                 self._append_one(first + offset, entry)
             return
-        self._paths += paths
+        if self._paths is not None:
+            self._paths += paths
         self._kinds += codes
         for column, packed in zip(self._ints, packed_ints, strict=True):
             column.extend(packed)
-        for times_column, packed_time in zip(self._times, packed_times, strict=True):
+        for index, packed_time in enumerate(packed_times):
+            times_column = self._times[index]
+            if packed_time is None:  # all None: a held column grows by that many Nones
+                if times_column is not None:
+                    times_column.extend(array("d", [_NONE]) * len(paths))
+                continue
+            if times_column is None:
+                times_column = self._times[index] = array("d", [_NONE]) * first
             times_column.extend(packed_time)
         for rare, values in ((self._sha256, columns[10]), (self._target, columns[11])):
             if values.count(None) != len(values):  # most pages: no hash, no link
@@ -203,7 +224,8 @@ class EntryTable(Mapping[str, Entry]):
         for column in self._ints:
             column.append(0)
         for times_column in self._times:
-            times_column.append(_NONE)
+            if times_column is not None:
+                times_column.append(_NONE)
         self._replace(row, entry)
 
     def _replace(self, row: int, entry: Entry) -> None:
@@ -224,7 +246,12 @@ class EntryTable(Mapping[str, Entry]):
         self._kinds[row] = code
         for column, packed in zip(self._ints, ints, strict=True):
             column[row] = packed[0]
-        for times_column, value in zip(self._times, times, strict=True):
+        for index, value in enumerate(times):
+            times_column = self._times[index]
+            if times_column is None:
+                if value == _NONE:
+                    continue
+                times_column = self._times[index] = array("d", [_NONE]) * len(self._kinds)
             times_column[row] = value
         if entry.sha256 is not None:
             self._sha256[row] = entry.sha256
@@ -248,8 +275,8 @@ class EntryTable(Mapping[str, Entry]):
         columns: list[tuple[Sequence[Any], Sequence[Any]]] = [
             (self._kinds, later._kinds),
             *zip(self._ints[:4], later._ints[:4], strict=True),  # size, mode, uid, gid
-            (self._times[0], later._times[0]),  # mtime
-            (self._times[2], later._times[2]),  # ctime
+            (_held(self._times[0]), _held(later._times[0])),  # mtime
+            (_held(self._times[2]), _held(later._times[2])),  # ctime
         ]
         # A column's values at the rows gathered in C (itemgetter), compared as two
         # tuples: equal (most columns), it has nothing to say; else its rows that differ.
@@ -279,14 +306,28 @@ def _shared(row: int | None, path: str, paths: list[str]) -> str:
     return path if row is None else paths[row]
 
 
-def _time_column(values: Sequence[Any]) -> array[float]:
-    """One time field of a batch as its column; None is :data:`_NONE`.
+def _held(column: array[float] | None) -> Any:
+    """A time column to gather from (``column[row]``): one of all None is :data:`_NONE` at
+    every row."""
+    return column if column is not None else _AllNone()
+
+
+class _AllNone:
+    """Reads :data:`_NONE` at every row (an ``itemgetter`` gathers from it)."""
+
+    def __getitem__(self, row: int) -> float:
+        return _NONE
+
+
+def _time_column(values: Sequence[Any]) -> array[float] | None:
+    """One time field of a batch as its column; None is :data:`_NONE`, and a batch of
+    only None is None (nothing to hold).
 
     :raise ValueError: a time that would not read back (NaN, or the sentinel itself).
     """
     nones = values.count(None)
     if nones == len(values):  # crtime, nearly always
-        return array("d", [_NONE]) * len(values)
+        return None
     column = array("d", values if not nones else [_NONE if v is None else v for v in values])
     present = column if not nones else [v for v in values if v is not None]
     if any(map(math.isnan, present)) or min(present) == _NONE:

@@ -137,6 +137,25 @@ def test_a_diff_gathers_the_paths_that_differ_not_a_set_of_every_path(
     assert peak < a_set_of_every_path / 2, (peak, a_set_of_every_path)
 
 
+def test_a_time_held_by_no_row_yet_reads_back_once_one_has_it() -> None:
+    # No column is held for a time every row lacks (crtime, nearly always): the first
+    # value makes it, with None for the rows before.
+    table = EntryTable((f"/t/f{i}", entry(inode=i)) for i in range(300))
+    assert table["/t/f7"].crtime is None
+    table.extend([("/t/born", entry(crtime=5.0)), ("/t/later", entry())])
+    table.extend([("/t/f7", entry(atime=None, crtime=9.5))])  # a row replaced in place
+    assert table["/t/born"].crtime == 5.0 and table["/t/later"].crtime is None
+    assert table["/t/f7"] == entry(atime=None, crtime=9.5) and table["/t/f8"].crtime is None
+    # A diff's columns: one of all None (no mtime anywhere) against one that has some.
+    paths = [f"/t/f{i}" for i in range(300)]
+    timeless = EntryTable((path, entry(mtime=None)) for path in paths)
+    touched = EntryTable((path, entry(mtime=None)) for path in paths)
+    touched.extend([("/t/f7", entry(mtime=4.0))])
+    assert timeless.differing(touched, paths) == ["/t/f7"]
+    assert touched.differing(timeless, paths) == ["/t/f7"]
+    assert timeless.differing(EntryTable((p, entry(mtime=None)) for p in paths), paths) == []
+
+
 def test_a_path_twice_in_one_batch_keeps_the_later_entry() -> None:
     table = EntryTable()
     assert table.extend([("/a", entry()), ("/b", entry()), ("/a", entry(size=5))]) == 2
