@@ -11,8 +11,8 @@ Each field says how it meets a saved ready state (a warm start), in its metadata
 
 - ``saved``: the saved devices depend on it, so it is part of the warm key
   (:meth:`MachineSpec.state_parts`); a field added with this role is in the key without
-  another line anywhere (``tests/unit/pytest_adare/machine/test_spec.py`` changes each one and checks
-  that the key follows).
+  another line anywhere (``tests/unit/pytest_adare/machine/test_spec.py`` changes each
+  one and checks that the key follows).
 - ``cold``: only a cold boot can have it; away from its default the VM boots cold, and
   the reason names it (:meth:`MachineSpec.cold_reasons`).
 - ``start``: set anew at every start (the VM's name, the accelerator asked for, whose
