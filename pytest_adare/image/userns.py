@@ -51,8 +51,11 @@ class NamespaceRoot:
     gid_map: str
     mmdebstrap_mode: str = "unshare"
 
-    def wrap(self, argv: list[str]) -> list[str]:
-        return [sys.executable, "-I", str(_ENTER), self.uid_map, self.gid_map, *argv]
+    def wrap(self, argv: list[str], *, die_with_parent: bool = False) -> list[str]:
+        """``argv`` run as root of a new namespace with these maps; ``die_with_parent``:
+        it gets SIGKILL when this process (which must be the one to start it) ends."""
+        flag = [f"--die-with-parent={os.getpid()}"] if die_with_parent else []
+        return [sys.executable, "-I", str(_ENTER), *flag, self.uid_map, self.gid_map, *argv]
 
 
 BuildPrivilege = HostRoot | NamespaceRoot
