@@ -14,18 +14,19 @@ only be the ids mapped there:
   gid (``/etc/subuid``, ``/etc/subgid``), or ``nobody`` when root runs the tests; its
   writes land as that id;
 - every other guest id is unmapped: the guest sees such files as ``nobody`` and its
-  writes as such a user fail (``EINVAL``).
+  writes as such a user fail.
 
 So an ordinary user may share a folder they own (and needs a subordinate id range, which
 Debian's ``adduser`` gives every account); root may share a folder an ordinary user owns,
 never one root owns. The folder's path must be reachable by its owner: virtiofsd opens it
 as the namespace's root, which has no rights over directories of unmapped owners.
 
-How it starts: ``unshare --user`` makes the namespace and then waits on its stdin; the
-host writes the id maps (as root itself, else through ``newuidmap``/``newgidmap``), then
-lets it go on to ``setpriv`` (root of the namespace, parent-death signal set again after
-the id change clears it) and ``virtiofsd --fd`` on a socket this process made. virtiofsd
-ends when QEMU closes the socket; :meth:`VirtiofsDaemon.stop` ends it in any case.
+How it starts: the image builder's own way into a user namespace
+(:class:`~pytest_adare.image.userns.NamespaceRoot`, ``userns_enter.py``: the ids mapped
+by root itself or through ``newuidmap``/``newgidmap``, then root of the namespace, with
+the parent-death signal) runs ``virtiofsd --fd`` on a socket this process made.
+virtiofsd ends when QEMU closes the socket; :meth:`VirtiofsDaemon.stop` ends it in any
+case.
 
 Example::
 
@@ -36,7 +37,6 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import shutil
@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_adare.host_access import ShareSpec
+from pytest_adare.image.userns import NamespaceRoot, subordinate_range
 from pytest_adare.machine_tools.reaper import spawn
 from pytest_adare.machine_tools.share import ShareError
 
@@ -56,8 +57,7 @@ GUEST_USER_ID = 1000
 """The guest id that is the folder's owner on the host (uid and gid)."""
 NOBODY = 65534
 START_TIMEOUT = 10.0
-"""Seconds for the namespace to exist and for virtiofsd to be listening."""
-_SUBID_FILES = {"uid": Path("/etc/subuid"), "gid": Path("/etc/subgid")}
+"""Seconds for virtiofsd to be listening."""
 
 
 def find_virtiofsd() -> str:
@@ -89,28 +89,11 @@ class IdMaps:
         """The host uid that the guest's user (:data:`GUEST_USER_ID`) is."""
         return next(outer for inner, outer, _ in self.uids if inner == GUEST_USER_ID)
 
-    def text(self, kind: str) -> str:
+    def arg(self, kind: str) -> str:
+        """The ``kind`` (``uid``/``gid``) map as ``newuidmap`` takes it: ``inner outer
+        count ...``."""
         rows = self.uids if kind == "uid" else self.gids
-        return "".join(f"{inner} {outer} {count}\n" for inner, outer, count in rows)
-
-
-def first_subordinate_id(kind: str, user: str, uid: int, table: str | None = None) -> int | None:
-    """The first id of ``user``'s subordinate range (``/etc/subuid`` for ``kind="uid"``,
-    ``/etc/subgid`` for ``"gid"``; ``table``: that file's text), None without one."""
-    if table is None:
-        try:
-            table = _SUBID_FILES[kind].read_text(errors="replace")
-        except OSError:
-            return None
-    for line in table.splitlines():
-        fields = line.strip().split(":")
-        if len(fields) != 3 or fields[0] not in (user, str(uid)):
-            continue
-        with contextlib.suppress(ValueError):
-            start, count = int(fields[1]), int(fields[2])
-            if count >= 1 and start > 0:
-                return start
-    return None
+        return " ".join(f"{inner} {outer} {count}" for inner, outer, count in rows)
 
 
 def id_maps(spec: ShareSpec, runner_uid: int | None = None) -> IdMaps:
@@ -144,9 +127,9 @@ def id_maps(spec: ShareSpec, runner_uid: int | None = None) -> IdMaps:
             f"{owner}, you are {runner})"
         )
     name = _user_name(runner)
-    sub_uid = first_subordinate_id("uid", name, runner)
-    sub_gid = first_subordinate_id("gid", name, runner)
-    if sub_uid is None or sub_gid is None:
+    sub_uids = subordinate_range(Path("/etc/subuid"), name, runner)
+    sub_gids = subordinate_range(Path("/etc/subgid"), name, runner)
+    if sub_uids is None or sub_gids is None:
         raise ShareError(
             f"share {spec}: a writable share maps the guest's root to one of your "
             f"subordinate ids, and {name} has none in /etc/subuid and /etc/subgid "
@@ -154,8 +137,8 @@ def id_maps(spec: ShareSpec, runner_uid: int | None = None) -> IdMaps:
         )
     gid = os.getgid() if runner_uid is None else pwd.getpwuid(runner).pw_gid
     return IdMaps(
-        uids=((0, sub_uid, 1), (GUEST_USER_ID, runner, 1)),
-        gids=((0, sub_gid, 1), (GUEST_USER_ID, gid, 1)),
+        uids=((0, sub_uids[0], 1), (GUEST_USER_ID, runner, 1)),
+        gids=((0, sub_gids[0], 1), (GUEST_USER_ID, gid, 1)),
     )
 
 
@@ -214,57 +197,23 @@ class VirtiofsDaemon:
             listener.bind(str(socket_path))
             listener.listen(1)
             fd = listener.fileno()
-            serve = (
-                f"exec setpriv --reuid=0 --regid=0 --clear-groups --pdeathsig=KILL {binary} "
-                f"--fd={fd} -o source={_sh_quote(spec.host)} -o sandbox=namespace "
-                "-o cache=auto </dev/null"
-            )
+            serve = [binary, f"--fd={fd}", "-o", f"source={spec.host}",
+                     "-o", "sandbox=namespace", "-o", "cache=auto"]  # fmt: skip
+            namespace = NamespaceRoot(maps.arg("uid"), maps.arg("gid"))
             with log_path.open("wb") as log:
                 proc = spawn(
-                    ["unshare", "--user", "--keep-caps", "sh", "-c", "read _ && " + serve],
-                    stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(fd,),
+                    namespace.wrap(serve, die_with_parent=True),
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(fd,),
                 )  # fmt: skip
         finally:
             listener.close()  # virtiofsd holds its own copy
         daemon = cls(spec, socket_path, log_path, proc)
         try:
-            daemon._map_ids(maps)
-            assert proc.stdin is not None
-            proc.stdin.write(b"go\n")
-            proc.stdin.close()
             daemon._wait_serving()
         except BaseException:
             daemon.stop()
             raise
         return daemon
-
-    def _map_ids(self, maps: IdMaps) -> None:
-        pid = self._proc.pid
-        mine = os.readlink("/proc/self/ns/user")
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:  # unshare runs in the child: wait until it has its own namespace
-            with contextlib.suppress(OSError):
-                if os.readlink(f"/proc/{pid}/ns/user") != mine:
-                    break
-            if self._proc.poll() is not None or time.monotonic() > deadline:
-                raise self._failure("could not make its user namespace")
-            time.sleep(0.005)
-        if os.getuid() == 0:
-            for kind in ("uid", "gid"):
-                try:
-                    Path(f"/proc/{pid}/{kind}_map").write_text(maps.text(kind))
-                except OSError as error:
-                    raise self._failure(f"could not write its {kind} map: {error}") from None
-            return
-        for kind, rows in (("uid", maps.uids), ("gid", maps.gids)):
-            argv = [f"new{kind}map", str(pid), *(str(n) for row in rows for n in row)]
-            try:
-                done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
-            except (OSError, subprocess.TimeoutExpired) as error:
-                raise self._failure(f"{argv[0]} failed: {error}") from None
-            if done.returncode != 0:
-                said = (done.stderr or done.stdout).strip()[-300:]
-                raise self._failure(f"{' '.join(argv)} failed: {said}")
 
     def _wait_serving(self) -> None:
         """Until virtiofsd waits for QEMU (its log says so) or has ended."""
@@ -303,13 +252,4 @@ class VirtiofsDaemon:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait(timeout)
-        if self._proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                self._proc.stdin.close()
         self.socket_path.unlink(missing_ok=True)
-
-
-def _sh_quote(text: str) -> str:
-    # virtiofsd's -o takes commas as separators: a folder with one is refused earlier
-    # (share_entry); quoting here is for the shell.
-    return "'" + text.replace("'", "'\\''") + "'"

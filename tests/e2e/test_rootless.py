@@ -26,7 +26,7 @@ from image_files import debugfs_stat
 from unprivileged import OrdinaryUser, ordinary_user
 
 from pytest_adare.image.build_claim import WORK_PREFIX
-from pytest_adare.qemu.virtiofs import first_subordinate_id
+from pytest_adare.image.userns import subordinate_range
 
 pytestmark = [
     pytest.mark.e2e,
@@ -162,8 +162,8 @@ def test_a_newcomers_writable_share_is_written_as_that_user(
     assert done.returncode == 0 and "1 passed" in out, out
     by_user, by_root = (project / "out" / "by-user").stat(), (project / "out" / "by-root").stat()
     assert (by_user.st_uid, by_user.st_gid) == (user.uid, user.gid)
-    assert by_root.st_uid == first_subordinate_id("uid", USER, user.uid)
-    assert by_root.st_gid == first_subordinate_id("gid", USER, user.gid)
+    assert by_root.st_uid == subordinate_range(Path("/etc/subuid"), USER, user.uid)[0]  # type: ignore[index]
+    assert by_root.st_gid == subordinate_range(Path("/etc/subgid"), USER, user.uid)[0]  # type: ignore[index]
 
 
 def _stop_session_daemon(runtime: Path) -> None:

@@ -17,18 +17,8 @@ from pytest_adare.qemu.virtiofs import (
     NOBODY,
     IdMaps,
     check_reachable,
-    first_subordinate_id,
     id_maps,
 )
-
-SUBUID = "alice:100000:65536\n# a comment\nbob:bad:1\n1234:300000:65536\n"
-
-
-def test_the_first_subordinate_id_is_found_by_name_or_uid() -> None:
-    assert first_subordinate_id("uid", "alice", 1001, SUBUID) == 100000
-    assert first_subordinate_id("uid", "someone", 1234, SUBUID) == 300000
-    assert first_subordinate_id("uid", "bob", 1002, SUBUID) is None  # malformed line
-    assert first_subordinate_id("uid", "carol", 1003, SUBUID) is None
 
 
 def test_as_root_the_guests_user_is_the_folders_owner_and_its_root_nobody(
@@ -43,7 +33,7 @@ def test_as_root_the_guests_user_is_the_folders_owner_and_its_root_nobody(
         gids=((0, NOBODY, 1), (GUEST_USER_ID, 4321, 1)),
     )
     assert maps.owner == 4321
-    assert maps.text("uid") == f"0 {NOBODY} 1\n1000 4321 1\n"
+    assert maps.arg("uid") == f"0 {NOBODY} 1 1000 4321 1"
 
 
 def test_as_root_a_folder_root_owns_is_refused(tmp_path: Path) -> None:
