@@ -103,6 +103,17 @@ class ShareSpec:
         return f"{self.host}:{self.guest}" + (":rw" if self.writable else "")
 
 
+def read_only_shares(shares: Sequence[ShareSpec]) -> tuple[ShareSpec, ...]:
+    """The shares the guest gets a copy of, in order (share disk ``i`` is the ``i``-th)."""
+    return tuple(share for share in shares if not share.writable)
+
+
+def writable_shares(shares: Sequence[ShareSpec]) -> tuple[ShareSpec, ...]:
+    """The shares served as the folder itself, in order (virtiofs tag ``i`` is the
+    ``i``-th)."""
+    return tuple(share for share in shares if share.writable)
+
+
 def share_entry(host: object, guest: object, mode: object = "ro") -> ShareSpec:
     """One share, checked: the host path an existing directory, the guest path absolute.
 

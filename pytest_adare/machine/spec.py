@@ -33,7 +33,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_adare.host_access import ShareSpec
+from pytest_adare.host_access import ShareSpec, writable_shares
 from pytest_adare.lan.port import LanPort
 from pytest_adare.vm_options import Accel, VMOptions
 
@@ -251,7 +251,7 @@ def spec_from_options(options: VMOptions, **start: Any) -> MachineSpec:
     }
     if options.rtc_base is not None:
         values["rtc_base"] = options.rtc_base
-    writable = tuple(share for share in options.share if share.writable)
+    writable = writable_shares(options.share)
     if writable:
         values["shared_folders"] = writable
     values.update(start)

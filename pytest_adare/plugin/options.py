@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import pytest
 
 from pytest_adare.analysis.tool_envs import ToolSpec
+from pytest_adare.host_access import writable_shares
 from pytest_adare.image.recipe_file import split_variant
 from pytest_adare.machine.registry import backend_for
 from pytest_adare.plugin.hypervisors import (
@@ -585,7 +586,7 @@ def apply_marker(
         resolved = VMOptions.from_given(given)
     except ValueError as error:
         raise ValueError(f"adare_vm marker: {error}") from None
-    writable = [str(share) for share in resolved.share if share.writable]
+    writable = [str(share) for share in writable_shares(resolved.share)]
     if writable and isolation == "snapshot":
         raise ValueError(
             f"adare_vm marker: isolation: a writable share ({', '.join(writable)}) cannot be "

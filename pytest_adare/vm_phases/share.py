@@ -15,22 +15,12 @@ import shlex
 import time
 from pathlib import Path
 
-from pytest_adare.host_access import ShareSpec
+from pytest_adare.host_access import ShareSpec, read_only_shares, writable_shares
 from pytest_adare.machine.spec import shared_folder_tag
 from pytest_adare.machine_tools.share import ShareError, build_share_disk, mount_command
 from pytest_adare.vm_phases.state import VMState
 
 MOUNT_TIMEOUT = 120.0
-
-
-def read_only_shares(shares: tuple[ShareSpec, ...]) -> tuple[ShareSpec, ...]:
-    """The shares the guest gets a copy of, in order (disk ``i`` is the ``i``-th)."""
-    return tuple(share for share in shares if not share.writable)
-
-
-def writable_shares(shares: tuple[ShareSpec, ...]) -> tuple[ShareSpec, ...]:
-    """The shares served over virtiofs, in order (tag ``i`` is the ``i``-th)."""
-    return tuple(share for share in shares if share.writable)
 
 
 async def build_shares(vm: VMState) -> tuple[Path, ...]:
