@@ -210,10 +210,10 @@ class EntryTable(Mapping[str, Entry]):
             times_column = self._times[index]
             if packed_time is None:  # all None: a held column grows by that many Nones
                 if times_column is not None:
-                    times_column.extend(array("d", [_NONE]) * len(paths))
+                    times_column.extend(_nones(len(paths)))
                 continue
             if times_column is None:
-                times_column = self._times[index] = array("d", [_NONE]) * first
+                times_column = self._times[index] = _nones(first)
             times_column.extend(packed_time)
         for rare, values in ((self._sha256, columns[10]), (self._target, columns[11])):
             if values.count(None) != len(values):  # most pages: no hash, no link
@@ -251,7 +251,7 @@ class EntryTable(Mapping[str, Entry]):
             if times_column is None:
                 if value == _NONE:
                     continue
-                times_column = self._times[index] = array("d", [_NONE]) * len(self._kinds)
+                times_column = self._times[index] = _nones(len(self._kinds))
             times_column[row] = value
         if entry.sha256 is not None:
             self._sha256[row] = entry.sha256
@@ -304,6 +304,11 @@ class EntryTable(Mapping[str, Entry]):
 
 def _shared(row: int | None, path: str, paths: list[str]) -> str:
     return path if row is None else paths[row]
+
+
+def _nones(rows: int) -> array[float]:
+    """A time column of ``rows`` Nones."""
+    return array("d", [_NONE]) * rows
 
 
 def _held(column: array[float] | None) -> Any:
