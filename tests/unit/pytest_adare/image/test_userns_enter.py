@@ -50,19 +50,18 @@ def _alive(pid: int) -> bool:
 
 def test_the_program_ends_with_its_starter_only_when_asked() -> None:
     for die_with_parent in (True, False):
-        starter = subprocess.Popen(
+        with subprocess.Popen(
             [sys.executable, "-c", STARTER, "die" if die_with_parent else "live"],
             stdout=subprocess.PIPE, text=True, cwd=REPO,
-        )  # fmt: skip
-        assert starter.stdout is not None
-        pid = int(starter.stdout.readline())
-        deadline = time.monotonic() + 10
-        # argv[0] is sleep once the entry has made its namespace and exec'd it.
-        while not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0"):
-            assert time.monotonic() < deadline, "the program never started"
-            time.sleep(0.02)
-        starter.kill()
-        starter.wait()
+        ) as starter:  # fmt: skip
+            assert starter.stdout is not None
+            pid = int(starter.stdout.readline())
+            deadline = time.monotonic() + 10
+            # argv[0] is sleep once the entry has made its namespace and exec'd it.
+            while not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0"):
+                assert time.monotonic() < deadline, "the program never started"
+                time.sleep(0.02)
+            starter.kill()
         deadline = time.monotonic() + 5
         while _alive(pid) and die_with_parent and time.monotonic() < deadline:
             time.sleep(0.02)
