@@ -59,7 +59,7 @@ from pytest_adare.machine_tools.qga import AsyncQGAClient
 from pytest_adare.vm_options import READY_TAG, VMOptions
 from pytest_adare.vm_phases import evidence
 from pytest_adare.vm_phases.bundle import build_bundle
-from pytest_adare.vm_phases.connect import disconnect, first_connect, reconnect
+from pytest_adare.vm_phases.connect import close_links, disconnect, first_connect, reconnect
 from pytest_adare.vm_phases.delivery import deliver
 from pytest_adare.vm_phases.gui import pick_gui
 from pytest_adare.vm_phases.handoff import (
@@ -111,7 +111,7 @@ class AsyncVM:
         :raise AgentUnreachable: the agent could not be connected (the message says why).
         """
         vm = self.state
-        vm._progress = progress
+        vm.report_to(progress)
         vm.phases.clear()
         bundle = await build_bundle(vm)
         plan = await warm_plan(vm, bundle)
@@ -193,10 +193,9 @@ class AsyncVM:
         """
         vm = self.state
         await self._close_parts()
-        vm._qga = None
         await stop_machine(vm)
-        vm._machine = None
-        await self.start(progress if progress is not None else vm._progress)
+        vm.drop_machine()
+        await self.start(progress if progress is not None else vm.progress)
 
     # -- evidence ---------------------------------------------------------------------------
 
@@ -281,13 +280,8 @@ class AsyncVM:
         """Close the agent connection and the QGA client (bounded; errors swallowed:
         QEMU is stopped next either way)."""
 
-        async def close() -> None:
-            await disconnect(self.state)
-            if self.state._qga is not None:
-                await self.state._qga.close()
-
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(close(), CLOSE_TIMEOUT)
+            await asyncio.wait_for(close_links(self.state), CLOSE_TIMEOUT)
 
 
 class VM(SyncTwin[AsyncVM]):

@@ -68,15 +68,15 @@ def attach(vm: VMState, connection: AgentConnection) -> Guest:
     """The guest facade on ``connection`` (a restarted machine keeps the same facade, so
     the test's ``guest`` and its event subscribers survive a reboot)."""
     screen = None if vm.options.gui == "agent" else host_screen(vm)
-    if vm._guest is None:
+    guest = vm.current_guest
+    if guest is None:
         aio = AsyncGuest(
             connection, screen=screen, agent_root=vm.layout.run_dir, user=vm.manifest.user
         )
-        vm._guest = Guest(aio)
-    else:
-        vm._guest.aio.attach(connection)
-        vm._guest.aio.use_screen(screen)
-    return vm._guest
+        return vm.adopt_guest(Guest(aio))
+    guest.aio.attach(connection)
+    guest.aio.use_screen(screen)
+    return guest
 
 
 async def first_connect(vm: VMState) -> None:
@@ -91,12 +91,20 @@ async def first_connect(vm: VMState) -> None:
 async def disconnect(vm: VMState) -> None:
     """Close the agent connection, if any (errors and a hang are swallowed: the
     connection is being given up)."""
-    if vm._guest is not None:
+    guest = vm.current_guest
+    if guest is not None:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(vm._guest.aio.connection.close(), CLOSE_TIMEOUT)
+            await asyncio.wait_for(guest.aio.connection.close(), CLOSE_TIMEOUT)
+
+
+async def close_links(vm: VMState) -> None:
+    """Close the agent connection and the QGA client, if any (the machine stays)."""
+    await disconnect(vm)
+    qga = vm.current_qga
+    if qga is not None:
+        await qga.close()
 
 
 async def reconnect(vm: VMState) -> None:
     """Attach a fresh connection to the existing facade."""
-    assert vm._guest is not None
-    vm._guest.aio.attach(await connect(vm))
+    vm.guest.aio.attach(await connect(vm))

@@ -25,9 +25,10 @@ async def agent_log_tail(vm: VMState, n: int) -> list[str]:
     """The last ``n`` lines of the agent's log: via the agent, else via QGA (the agent
     may be what broke), else one line saying why neither could read it."""
     log = vm.layout.log_path
-    if vm._guest is not None and vm.layout.os != "windows":
+    guest = vm.current_guest
+    if guest is not None and vm.layout.os != "windows":
         with contextlib.suppress(AdareError):
-            result = await vm._guest.aio.shell(f"tail -n {int(n)} '{log}'", timeout=10)
+            result = await guest.aio.shell(f"tail -n {int(n)} '{log}'", timeout=10)
             return result.stdout.splitlines()
     try:
         await await_qga(vm, LOG_TIMEOUT)
@@ -44,8 +45,9 @@ def freezer(vm: VMState) -> AsyncQGAClient | None:
 
 async def agent_sync(vm: VMState) -> None:
     """Without a freeze, the agent's ``sync`` flushes the guest's page cache first."""
-    if vm._guest is not None and vm.layout.os != "windows":
-        await vm._guest.aio.shell("sync", timeout=60)
+    guest = vm.current_guest
+    if guest is not None and vm.layout.os != "windows":
+        await guest.aio.shell("sync", timeout=60)
 
 
 async def export_disk(vm: VMState, path: str | Path, format: DiskFormat) -> Path:

@@ -24,7 +24,7 @@ async def pick_gui(vm: VMState, saved: str | None = None) -> None:
     the choice recorded with the ready state a warm start loaded."""
     t = time.monotonic()
     guest = vm.guest.aio
-    choice = vm._gui_choice = await choose_gui(vm, guest, saved)
+    choice = vm.choose_gui(await choose_gui(vm, guest, saved))
     guest.use_screen(None if choice.mode == "agent" else host_screen(vm))
     vm.record("gui", t, choice.describe())
 

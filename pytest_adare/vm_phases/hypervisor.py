@@ -33,10 +33,10 @@ async def start_machine(
 ) -> MachineBackend:  # fmt: skip
     """Make and start the machine; ``vm.machine`` is set before it starts, so a failed
     start is still shut down by ``close``."""
-    machine = vm._machine = make_machine(
+    machine = vm.adopt_machine(make_machine(
         vm, image, fw_cfg, firmware=firmware, seed=seed, share_disks=share_disks,
         incoming=incoming,
-    )  # fmt: skip
+    ))  # fmt: skip
     # A machine's lifecycle calls are sync and run their own steps on the shared loop:
     # from the loop itself they must go to a worker thread.
     await asyncio.to_thread(machine.start)
@@ -68,5 +68,6 @@ def link_line(vm: VMState) -> str:
 async def stop_machine(vm: VMState) -> None:
     """Shut the machine down, if there is one (safe to repeat; ``vm.machine`` stays, so
     its overlay and console can still be read)."""
-    if vm._machine is not None:
-        await asyncio.to_thread(vm._machine.shutdown)
+    machine = vm.current_machine
+    if machine is not None:
+        await asyncio.to_thread(machine.shutdown)

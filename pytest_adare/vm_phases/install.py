@@ -19,6 +19,6 @@ async def install(vm: VMState, bundle: AgentBundle, started: float) -> None:
     start the agent and wait until it listens."""
     vm.record("qga", started, "qemu-ga answers")
     t = time.monotonic()
-    report = await install_agent(vm.qga, vm.layout, bundle, vm.agent_config, progress=vm._progress)
+    report = await install_agent(vm.qga, vm.layout, bundle, vm.agent_config, progress=vm.progress)
     listening = await Listening(LISTEN_TIMEOUT).wait(vm)
     vm.record("install", t, report.describe() + (", listening" if listening else ""))

@@ -32,7 +32,8 @@ async def forward_ports(vm: VMState) -> None:
     why_not = _why_not(vm)
     machine = None if why_not else cast(HumanMonitor, vm.machine)
     await vm.forwards.bind(machine, vm.options.ports, why_not)
-    if vm._guest is not None:
-        vm._guest.aio.use_ports(vm.forwards)
+    guest = vm.current_guest
+    if guest is not None:
+        guest.aio.use_ports(vm.forwards)
     if vm.forwards.forwards:
         vm.record("ports", t, vm.forwards.describe())

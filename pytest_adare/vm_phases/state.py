@@ -182,6 +182,53 @@ class VMState:
             self._qga = self.new_qga(self.machine.qga_path)
         return self._qga
 
+    # -- its parts: made by the phases, held here; each change through one method ----
+
+    @property
+    def current_machine(self) -> MachineBackend | None:
+        """The machine, or None before a start and after a stop (:attr:`machine` raises)."""
+        return self._machine
+
+    @property
+    def current_guest(self) -> Guest | None:
+        """The guest facade, or None before the first connect (:attr:`guest` raises)."""
+        return self._guest
+
+    @property
+    def current_qga(self) -> AsyncQGAClient | None:
+        """The QGA client if one was made (:attr:`qga` makes one)."""
+        return self._qga
+
+    @property
+    def progress(self) -> Progress | None:
+        """Where progress lines go (the last ``start``'s), or None."""
+        return self._progress
+
+    def adopt_machine(self, machine: MachineBackend) -> MachineBackend:
+        """Hold ``machine`` (before it starts, so a failed start is still shut down by
+        ``close``); returns it."""
+        self._machine = machine
+        return machine
+
+    def drop_machine(self) -> None:
+        """The machine was stopped: forget it and its QGA client (its socket went with it)."""
+        self._machine, self._qga = None, None
+
+    def adopt_guest(self, guest: Guest) -> Guest:
+        """Hold the guest facade the first connect made (later connects re-attach it, so
+        a test's ``guest`` survives a reboot); returns it."""
+        self._guest = guest
+        return guest
+
+    def choose_gui(self, choice: GuiChoice) -> GuiChoice:
+        """Remember where screenshots and input go (:attr:`gui`); returns ``choice``."""
+        self._gui_choice = choice
+        return choice
+
+    def report_to(self, progress: Progress | None) -> None:
+        """Send this VM's progress lines to ``progress`` (None: nowhere)."""
+        self._progress = progress
+
     def console_tail(self, n: int = 40) -> list[str]:
         """The last ``n`` console lines."""
         return self.machine.console_tail(n)

@@ -33,7 +33,7 @@ from pytest_adare.machine_tools.saved_state import (
     save_machine_state,
     state_lock,
 )
-from pytest_adare.vm_phases.connect import attach, connect, disconnect, reconnect
+from pytest_adare.vm_phases.connect import attach, close_links, connect, disconnect, reconnect
 from pytest_adare.vm_phases.gui import pick_gui
 from pytest_adare.vm_phases.handoff import BootInputs
 from pytest_adare.vm_phases.hypervisor import start_machine, stop_machine
@@ -88,9 +88,9 @@ async def warm_start(vm: VMState, saved: SavedState) -> bool:
         vm.say(f"warm: start failed ({first}); booting cold")
         discard_state(saved)
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(_close_parts(vm), CALL_TIMEOUT)
+            await asyncio.wait_for(close_links(vm), CALL_TIMEOUT)
         await stop_machine(vm)
-        vm._machine, vm._qga = None, None
+        vm.drop_machine()
         vm.phases.clear()
         return False
     return True
@@ -115,12 +115,6 @@ async def _take_over(vm: VMState, saved_token: str) -> None:
     else:  # the system clock only: hwclock -w would wait for the RTC's next second
         await guest.shell(f"date -u -s @{time.time():.6f} >/dev/null", timeout=CALL_TIMEOUT)
     vm.record("connect", t, f"{vm.transport}, agent re-keyed, {reseeded}, guest clock set")
-
-
-async def _close_parts(vm: VMState) -> None:
-    await disconnect(vm)
-    if vm._qga is not None:
-        await vm._qga.close()
 
 
 async def save_warm(vm: VMState, key: str, inputs: BootInputs) -> None:
