@@ -11,13 +11,14 @@ whatever its own client raised.
 
 The contract is async (the host's core runs on :func:`~pytest_adare.loop_thread.shared_loop`)
 but for the lifecycle (``start``, ``shutdown``, ``kill``: sync, as the pool and fixtures
-use them; async code calls them through ``asyncio.to_thread``). They stay sync on
-purpose: a start does blocking work of minutes at worst (``qemu-img``, the accelerator
-probe's boot, a share's virtiofsd) under the machine's thread lock, and ``kill`` must
-work from a finalizer, an ``atexit`` hook or a signal handler, when the shared loop may
-be stopped or be the very thread that hangs) and the calls that never wait (the console's tail and mark, a write to it, the
-running state, the keep hint). The sync face a script or test uses (``screendump``,
-``savevm``, ``wait_for_console``, …) is no part of it: every backend gets it from
+use them; async code calls them through ``asyncio.to_thread``) and the calls that never
+wait (the console's tail and mark, a write to it, the running state, the keep hint).
+The lifecycle stays sync on purpose: a start does blocking work (``qemu-img``, the
+accelerator probe's boot, a share's virtiofsd) under the machine's thread lock, and
+``kill`` must work from a finalizer, an ``atexit`` hook or a signal handler, when the
+shared loop may be stopped or be the very thread that hangs. The sync face a script or
+test uses (``screendump``, ``savevm``, ``wait_for_console``, …) is no part of it: every
+backend gets it from
 :class:`~pytest_adare.machine.core.MachineCore`, one ``sync_twin`` line per method.
 """
 
