@@ -78,7 +78,10 @@ def mounts_inside(path: Path) -> list[Path]:
     return [Path(point) for point in mounts_under(str(path))]
 
 
-def _detach(mounts: list[Path]) -> None:
+def detach(mounts: list[Path]) -> None:
+    """Detach each of ``mounts`` (``MNT_DETACH``: also when a process has something open
+    in it; it is gone from the tree at once). Needs root; errors are left to the caller's
+    check with :func:`mounts_inside`."""
     libc = ctypes.CDLL(None, use_errno=True)
     for point in mounts:
         libc.umount2(str(point).encode(), 2)  # MNT_DETACH; a child goes with its parent
@@ -102,7 +105,7 @@ def reap(
         if contains not in path.name[len(prefix) :] or not _unclaimed(path):
             continue
         if mounts := mounts_inside(path):
-            _detach(mounts)
+            detach(mounts)
             if mounts_inside(path):
                 continue
         remove(path)

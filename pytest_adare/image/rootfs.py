@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pytest_adare.errors import ImageError, format_tail
 from pytest_adare.file_hash import stream_sha256
+from pytest_adare.image.build_claim import detach, mounts_inside
 from pytest_adare.image.initrd import module_load_order
 from pytest_adare.image.recipe import Recipe
 from pytest_adare.image.recipe_file import FileCopy, enable_command, open_source
@@ -264,6 +265,30 @@ def bootstrap(
         mirror,
     ]
     run_logged(argv, log, f"mmdebstrap {recipe.suite} from {mirror}", timeout=1800, hold=hold)
+    detach_leftover_mounts(target, log)
+
+
+def detach_leftover_mounts(rootfs: Path, log: Path) -> None:
+    """Detach what mmdebstrap left mounted in ``rootfs``. In root mode its mounts are the
+    host's: when its ``umount`` of ``/proc`` finds the target busy (a process had
+    something open there for a moment) it only warns and succeeds, and the next steps
+    would read, size and copy the host's ``/proc`` into the image. In ``unshare`` mode
+    nothing of it is mounted here.
+
+    :raise ImageError: a mount is still there (named).
+    """
+    mounts = mounts_inside(rootfs)
+    if not mounts:
+        return
+    with log.open("a") as handle:
+        handle.write(f"detaching what mmdebstrap left mounted: {', '.join(map(str, mounts))}\n")
+    detach(mounts)
+    left = mounts_inside(rootfs)
+    if left:
+        raise ImageError(
+            f"cannot detach what mmdebstrap left mounted in {rootfs}: "
+            f"{', '.join(map(str, left))}\n{_tail(log)}"
+        )
 
 
 def kernel_version(kernel_dir: Path) -> str:
@@ -519,12 +544,19 @@ def strip_rootfs(rootfs: Path, log: Path, privilege: BuildPrivilege) -> None:
 
 
 def tree_size(rootfs: Path, privilege: BuildPrivilege) -> int:
-    """The bytes in ``rootfs``'s regular files (read as its root: some are private)."""
-    argv = ["find", str(rootfs), "-type", "f", "-printf", "%s\n"]
-    sizes = subprocess.run(
-        privilege.wrap(argv), capture_output=True, text=True, check=True, timeout=300
-    ).stdout.split()
-    return sum(int(size) for size in sizes)
+    """The bytes in ``rootfs``'s regular files (read as its root: some are private), on
+    its own file system only (``mkfs.ext4 -d`` gets nothing else).
+
+    :raise ImageError: ``find`` failed (with what it said).
+    """
+    argv = ["find", str(rootfs), "-xdev", "-type", "f", "-printf", "%s\n"]
+    done = subprocess.run(
+        privilege.wrap(argv), capture_output=True, text=True, check=False, timeout=300
+    )
+    if done.returncode != 0:
+        said = format_tail(done.stderr.splitlines()[-10:], "find's last lines")
+        raise ImageError(f"cannot size the root file system {rootfs}\n{said}")
+    return sum(int(size) for size in done.stdout.split())
 
 
 def remove_tree(tree: Path, privilege: BuildPrivilege) -> None:
