@@ -205,17 +205,25 @@ class TestFunctionLibrary:
             cached = self._cache.get(name)
             if isinstance(cached, Collection):
                 return cached
-            directory = self._root / name if self._root is not None else None
-            if directory is not None and _is_collection_dir(directory):
-                loaded = load_collection(directory)
-            elif name in STOCK_COLLECTIONS and self._include_stock:
-                loaded = _load_stock(name)
-            else:
-                raise UnknownTestFunction(
-                    f"no test collection {name!r}; available: {self.collection_names()}"
-                )
-            if loaded.load_error is None:  # a broken one retries (e.g. after installing a dep)
-                self._cache[name] = loaded
+            root = self._root
+        # Loaded without the lock: a module that blocks at import must not hold every
+        # other lookup (nor set_root, which the event loop calls) with it.
+        directory = root / name if root is not None else None
+        if directory is not None and _is_collection_dir(directory):
+            loaded = load_collection(directory)
+        elif name in STOCK_COLLECTIONS and self._include_stock:
+            loaded = _load_stock(name)
+        else:
+            raise UnknownTestFunction(
+                f"no test collection {name!r}; available: {self.collection_names()}"
+            )
+        with self._lock:
+            # A broken one retries (e.g. after installing a dep); one loaded from a root
+            # replaced meanwhile is not kept. Two loads at once: the first one kept wins.
+            if loaded.load_error is None and self._root == root:
+                cached = self._cache.setdefault(name, loaded)
+                if isinstance(cached, Collection):
+                    return cached
             return loaded
 
     def resolve(self, test_name: str) -> tuple[Collection, TestFunction | None]:

@@ -12,6 +12,7 @@ upload (and the loaded-collection cache) at once.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -139,8 +140,29 @@ class TestTools(ToolGroup):
             return _error(f"bad run_test request: {exc}")
         await ctx.emit(EventType.TEST_START, {"test_name": test_name})
         started = time.monotonic()
+        limit = timeout if timeout is not None else request.timeout
+        # Loading a collection runs its module (its imports included): in a worker
+        # thread, bounded like the test, so a module that blocks at import costs this
+        # call and never the agent's event loop (every other call, ping and deadline).
+        load_limit = min(
+            limit if limit is not None else DEFAULT_TEST_TIMEOUT, max(ctx.remaining() - 1.0, 0.1)
+        )
         try:
-            collection, function = self.library.resolve(request.function)
+            collection, function = await asyncio.wait_for(
+                ctx.run_in_thread(self.library.resolve, request.function), load_limit
+            )
+        except asyncio.TimeoutError:
+            stuck = TestResult(
+                TestStatus.ERROR,
+                [f"the collection of {request.function!r} did not finish loading within "
+                 f"{load_limit:g} s: its module still runs (blocked at import?)"],
+            )  # fmt: skip
+            await self._report(ctx, test_name, stuck, started)
+            return {
+                "status": "success",
+                "message": f"{test_name}: {stuck.status.value}",
+                "result": stuck.to_dict(),
+            }
         except UnknownTestFunction as exc:
             result = TestResult(TestStatus.UNKNOWN, [str(exc)])
             await self._report(ctx, test_name, result, started)
@@ -154,7 +176,6 @@ class TestTools(ToolGroup):
             automatic = automatic_variables(str(self.config.run_dir))
             with self.state.lock:
                 variables = {**automatic, **self.state.variables, **request.variables}
-            limit = timeout if timeout is not None else request.timeout
             if limit is None:  # the server grants a grace period beyond a caller's timeout
                 limit = function.timeout or DEFAULT_TEST_TIMEOUT
                 limit = min(limit, max(ctx.remaining() - 1.0, 0.1))
