@@ -68,7 +68,7 @@ def test_a_module_blocked_at_import_costs_its_call_and_not_the_agent(tmp_path: P
 
             async def stuck_run() -> dict[str, object]:
                 # adare's form carries the test's own limit; ``timeout=`` bounds the wait.
-                step = {"function": "hangs.loaded", "timeout": 3}
+                step = {"function": "hangs.loaded", "timeout": 8}
                 answer = await guest.aio.call(
                     "run_test", test_name="load hangs", resolved_test_data=step, timeout=60
                 )
@@ -88,7 +88,7 @@ def test_a_module_blocked_at_import_costs_its_call_and_not_the_agent(tmp_path: P
         assert order == ["get_timestamp", "good.fine SUCCESS", "run_test"]
         verdict = answer["result"]
         assert isinstance(verdict, dict) and verdict["status"] == "ERROR", answer
-        assert "'hangs.loaded' did not finish loading within 3 s" in verdict["details"][0]
+        assert "'hangs.loaded' did not finish loading within 8 s" in verdict["details"][0]
         # The stuck load held nothing: a new upload replaces the collections, and once
         # the module may finish, it loads.
         (module_dir / "go").touch()
