@@ -72,10 +72,12 @@ from pytest_adare.libvirt_backend.domain_xml import (
 from pytest_adare.libvirt_backend.qga_proxy import QgaProxy
 from pytest_adare.libvirt_backend.reaper import new_domain_name, reap
 from pytest_adare.libvirt_backend.storage import (
+    UPLOAD_WAIT,
     create_vm_volume,
     delete_vm_volumes,
     ensure_base_volume,
     ensure_pool,
+    refresh_pool,
     upload_vm_file,
     virtual_size,
 )
@@ -642,7 +644,9 @@ class LibvirtMachine(MachineCore):
                                             libvirt.VIR_DUMP_MEMORY_ONLY)  # fmt: skip
             if not resume:
                 self._domain.suspend()
-            self._pool.refresh(0)
+            # The dump is a file libvirtd wrote, not a volume it made: the pool must be
+            # re-read, also while another runner's upload runs in it.
+            refresh_pool(self._pool, wait=UPLOAD_WAIT)
             volume = self._pool.storageVolLookupByName(name)
             stream = self._conn.newStream(0)
             volume.download(stream, 0, 0, 0)

@@ -64,10 +64,36 @@ def ensure_pool(conn: Any, uri: str) -> Any:
         if not pool.isActive():
             pool.create(0)
         pool.setAutostart(1)
-        pool.refresh(0)
+        refresh_pool(pool)
     except libvirt.libvirtError as exc:
         raise HypervisorError(f"storage pool {POOL_NAME!r} on {uri}: {error_text(exc)}") from None
     return pool
+
+
+def refresh_pool(pool: Any, *, wait: float = 0.0) -> None:
+    """Re-read the pool's directory. While a volume upload or download runs in the pool
+    (another runner's, through the same daemon) libvirt refuses ("pool has asynchronous
+    jobs running"): without ``wait`` the refresh is left out, since the list the daemon
+    holds is current for all that went through it (a volume made by ``createXML`` is in
+    it at once); with ``wait`` (seconds) it is tried again until then, for a file the
+    daemon wrote behind the pool's back (a memory dump).
+
+    :raise libvirt.libvirtError: any other failure, or the jobs outlasted ``wait``.
+    """
+    libvirt = libvirt_module()
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            pool.refresh(0)
+            return
+        except libvirt.libvirtError as exc:
+            if "asynchronous jobs running" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                if wait:
+                    raise
+                return
+        time.sleep(0.2)
 
 
 def file_digest(path: Path) -> str:
@@ -111,7 +137,7 @@ def ensure_base_volume(
     name = base_volume_name(kind, sha256 or file_digest(path))
     deadline = time.monotonic() + UPLOAD_WAIT
     while True:
-        pool.refresh(0)
+        refresh_pool(pool)
         if _has_volume(pool, done_marker_name(name)):
             return pool.storageVolLookupByName(name), False
         volume = _claim(pool, name, path.stat().st_size)

@@ -25,6 +25,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -306,6 +307,50 @@ def test_a_base_volume_is_uploaded_once_and_a_torn_upload_is_taken_over(
     assert Path(volume.path()).read_bytes() == torn.read_bytes()
     adare_pool.refresh(0)
     assert not [v for v in adare_pool.listVolumes() if v.startswith(f"{name}.uploader-")]
+
+
+def test_base_volumes_are_made_while_another_runner_makes_volumes_in_the_pool(
+    adare_pool: Any, libvirt_system: str, tmp_path: Path
+) -> None:
+    """Two workers on one daemon: while one makes a volume (its overlay, its claim), the
+    pool refuses a refresh ("has asynchronous jobs running"); the other still finds or
+    makes its volumes (a fresh-cache run of two workers failed on that refusal)."""
+    import libvirt
+
+    from pytest_adare.libvirt_backend.connection import open_connection
+    from pytest_adare.libvirt_backend.domain_xml import build_raw_volume_xml
+    from pytest_adare.libvirt_backend.storage import ensure_base_volume, ensure_pool
+
+    other = open_connection(libvirt_system)
+    other_pool = ensure_pool(other, libvirt_system)
+    stop = threading.Event()
+
+    def make_volumes() -> None:  # the other runner, making one volume after another
+        name = f"adare-test-busy-{os.getpid()}"
+        while not stop.is_set():
+            other_pool.createXML(build_raw_volume_xml(name, 64 << 20), 0).delete(0)
+
+    busy = threading.Thread(target=make_volumes)
+    busy.start()
+    try:
+        refused = 0
+        for _ in range(200):
+            try:
+                adare_pool.refresh(0)
+            except libvirt.libvirtError as exc:
+                assert "asynchronous jobs running" in str(exc)
+                refused += 1
+        assert refused, "the other runner's volumes never kept the pool busy"
+        for index in range(5):
+            assert ensure_pool(adare_pool.connect(), libvirt_system).name() == "adare"
+            data = tmp_path / f"initrd{index}.gz"
+            data.write_bytes(os.urandom(256 << 10))
+            volume, uploaded = ensure_base_volume(adare_pool, "initrd", data)
+            assert uploaded and Path(volume.path()).read_bytes() == data.read_bytes()
+    finally:
+        stop.set()
+        busy.join()
+        other.close()
 
 
 SPREAD = """
