@@ -221,10 +221,9 @@ class TestFunctionLibrary:
             # A broken one retries (e.g. after installing a dep); one loaded from a root
             # replaced meanwhile is not kept. Two loads at once: the first one kept wins.
             if loaded.load_error is None and self._root == root:
-                cached = self._cache.setdefault(name, loaded)
-                if isinstance(cached, Collection):
-                    return cached
-            return loaded
+                kept = self._cache.setdefault(name, loaded)
+                return kept if isinstance(kept, Collection) else loaded
+        return loaded
 
     def resolve(self, test_name: str) -> tuple[Collection, TestFunction | None]:
         """Find ``collection.name``; the function is None when the collection failed to load.

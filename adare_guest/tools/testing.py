@@ -47,6 +47,20 @@ def _error(message: str, **extra: Any) -> dict[str, Any]:
     return {"status": "error", "message": message, **extra}
 
 
+def _verdict(test_name: str, result: TestResult) -> dict[str, Any]:
+    """The answer of a run that reached a verdict (whatever the verdict)."""
+    return {
+        "status": "success",
+        "message": f"{test_name}: {result.status.value}",
+        "result": result.to_dict(),
+    }
+
+
+def _within_call(ctx: CallContext, seconds: float) -> float:
+    """``seconds``, cut to what is left of the call (less a second to answer in)."""
+    return min(seconds, max(ctx.remaining() - 1.0, 0.1))
+
+
 class TestTools(ToolGroup):
     """``upload_testfunctions``, ``set_variables`` and ``run_test``."""
 
@@ -144,9 +158,7 @@ class TestTools(ToolGroup):
         # Loading a collection runs its module (its imports included): in a worker
         # thread, bounded like the test, so a module that blocks at import costs this
         # call and never the agent's event loop (every other call, ping and deadline).
-        load_limit = min(
-            limit if limit is not None else DEFAULT_TEST_TIMEOUT, max(ctx.remaining() - 1.0, 0.1)
-        )
+        load_limit = _within_call(ctx, limit if limit is not None else DEFAULT_TEST_TIMEOUT)
         try:
             collection, function = await asyncio.wait_for(
                 ctx.run_in_thread(self.library.resolve, request.function), load_limit
@@ -158,11 +170,7 @@ class TestTools(ToolGroup):
                  f"{load_limit:g} s: its module still runs (blocked at import?)"],
             )  # fmt: skip
             await self._report(ctx, test_name, stuck, started)
-            return {
-                "status": "success",
-                "message": f"{test_name}: {stuck.status.value}",
-                "result": stuck.to_dict(),
-            }
+            return _verdict(test_name, stuck)
         except UnknownTestFunction as exc:
             result = TestResult(TestStatus.UNKNOWN, [str(exc)])
             await self._report(ctx, test_name, result, started)
@@ -177,8 +185,7 @@ class TestTools(ToolGroup):
             with self.state.lock:
                 variables = {**automatic, **self.state.variables, **request.variables}
             if limit is None:  # the server grants a grace period beyond a caller's timeout
-                limit = function.timeout or DEFAULT_TEST_TIMEOUT
-                limit = min(limit, max(ctx.remaining() - 1.0, 0.1))
+                limit = _within_call(ctx, function.timeout or DEFAULT_TEST_TIMEOUT)
             result = await arun_test_function(
                 function,
                 request.params,
@@ -191,11 +198,7 @@ class TestTools(ToolGroup):
         if request.expect_to_fail:
             result = apply_expect_to_fail(result)
         await self._report(ctx, test_name, result, started)
-        answer: dict[str, Any] = {
-            "status": "success",
-            "message": f"{test_name}: {result.status.value}",
-            "result": result.to_dict(),
-        }
+        answer = _verdict(test_name, result)
         if request.expect_to_fail:
             answer["expect_to_fail"] = True
             answer["observed_status"] = observed.value
