@@ -645,7 +645,7 @@ class LibvirtMachine(MachineCore):
             if not resume:
                 self._domain.suspend()
             # The dump is a file libvirtd wrote, not a volume it made: the pool must be
-            # re-read, also while another runner's upload runs in it.
+            # re-read, also while another runner makes a volume in it.
             refresh_pool(self._pool, wait=UPLOAD_WAIT)
             volume = self._pool.storageVolLookupByName(name)
             stream = self._conn.newStream(0)

@@ -71,12 +71,12 @@ def ensure_pool(conn: Any, uri: str) -> Any:
 
 
 def refresh_pool(pool: Any, *, wait: float = 0.0) -> None:
-    """Re-read the pool's directory. While a volume upload or download runs in the pool
-    (another runner's, through the same daemon) libvirt refuses ("pool has asynchronous
-    jobs running"): without ``wait`` the refresh is left out, since the list the daemon
-    holds is current for all that went through it (a volume made by ``createXML`` is in
-    it at once); with ``wait`` (seconds) it is tried again until then, for a file the
-    daemon wrote behind the pool's back (a memory dump).
+    """Re-read the pool's directory. While a volume is being made in the pool (another
+    runner's ``createXML``, through the same daemon: its claim, its overlay) libvirt
+    refuses ("pool has asynchronous jobs running"): without ``wait`` the refresh is left
+    out, since the list the daemon holds is current for all that went through it (a
+    volume made by ``createXML`` is in it at once); with ``wait`` (seconds) it is tried
+    again until then, for a file the daemon wrote behind the pool's back (a memory dump).
 
     :raise libvirt.libvirtError: any other failure, or the jobs outlasted ``wait``.
     """
