@@ -11,6 +11,7 @@ import pytest
 
 from pytest_adare.cache_dir import cache_root
 from tests.analysis.conftest import DISSECT_VERSIONS
+from tests.inner_run import run_inner_pytest
 
 # Two desktop scenarios under TCG and Dissect twice each: past the suite's 900 s default.
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -24,7 +25,8 @@ def test_the_papers_scenarios_are_scored_by_two_dissect_versions(
     # pytester's fresh HOME: the images and the tool venvs come from this user's cache.
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_root().parent))
     out = pytester.path / "out"
-    result = pytester.runpytest_subprocess(
+    result = run_inner_pytest(
+        pytester,
         "-p", "no:cacheprovider", "-rA", "--adare-vm=debian", f"--adare-artifacts={out}",
         *[f"--adare-tool={version}" for version in DISSECT_VERSIONS], str(EXAMPLE),
         timeout=1800,

@@ -12,6 +12,8 @@ from pathlib import Path
 import dpkt  # type: ignore[import-untyped]
 import pytest
 
+from tests.inner_run import run_inner_pytest
+
 pytestmark = pytest.mark.e2e
 
 INNER_TIMEOUT = 900
@@ -116,7 +118,7 @@ def test_lan(adare_lan, adare_artifacts, n):
 
 
 def run_inner(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=INNER_TIMEOUT)
+    return run_inner_pytest(pytester, "-p", "no:cacheprovider", *args, timeout=INNER_TIMEOUT)
 
 
 def sources(pcap: Path) -> set[str]:

@@ -29,6 +29,7 @@ from distro_disks import distro_disks
 
 from pytest_adare import launch
 from pytest_adare.errors import AgentUnreachable, VMDied
+from tests.inner_run import run_inner_pytest
 
 pytestmark = pytest.mark.e2e
 
@@ -140,7 +141,8 @@ def test_a_distro_disk_boots_through_the_plugin(
     # user of such an image would give it. A boot that goes wrong still fails fast (the
     # login prompt with no channel, the guest's death).
     boot = ["--adare-boot-timeout=600"] if "cloud" in variant else []
-    result = inner.runpytest_subprocess(
+    result = run_inner_pytest(
+        inner,
         "-p", "no:cacheprovider", "-v", "-s", f"--adare-vm={disk}",
         "--adare-accel=auto", *boot, timeout=INNER_TIMEOUT,
     )  # fmt: skip

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.inner_run import run_inner_pytest
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 EXPERIMENTS = Path(__file__).parent / "experiments"
@@ -22,7 +24,8 @@ def test_gui_experiments_pass_on_the_desktop(pytester: pytest.Pytester) -> None:
     for name in ("desktop_deletefile", "desktop_deletefile_wait_until", "desktop_drag_scroll"):
         shutil.copytree(EXPERIMENTS / name, pytester.path / name)
     artifacts = pytester.path / "artifacts"
-    result = pytester.runpytest_subprocess(
+    result = run_inner_pytest(
+        pytester,
         "-p", "no:cacheprovider", "-rA", f"--adare-artifacts={artifacts}",
         f"--adare-environments=desktop={desktop}", timeout=1500,
     )  # fmt: skip
