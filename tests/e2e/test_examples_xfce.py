@@ -7,20 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.test_plugin_e2e import EXAMPLES, INNER_TIMEOUT, XFCE_EXAMPLES
-from tests.inner_run import run_inner_pytest
+from tests.e2e.test_plugin_e2e import EXAMPLES, XFCE_EXAMPLES, run_examples
 
 pytestmark = pytest.mark.e2e
 
 
 def test_the_xfce_examples_pass(pytester: pytest.Pytester, test_image: str) -> None:
-    result = run_inner_pytest(
-        pytester,
-        "-p", "no:cacheprovider", "-rs", f"--adare-vm={test_image}",
-        *[str(EXAMPLES / name) for name in XFCE_EXAMPLES],
-        timeout=INNER_TIMEOUT,
-    )  # fmt: skip
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("failed", 0) == 0 and outcomes.get("errors", 0) == 0, result.stdout.str()
     # two playbooks, three XFCE experiments, three tool validations
-    assert outcomes.get("passed", 0) == 8, result.stdout.str()
+    assert run_examples(pytester, test_image, *[str(EXAMPLES / n) for n in XFCE_EXAMPLES]) == 8
