@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import tempfile
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_adare.image.resolve import resolve_image
 from pytest_adare.image_provision import build_on_disk
 from pytest_adare.machine.registry import backend_for
+from pytest_adare.machine_tools.run_dir import disown_run_dir, make_run_dir
 from pytest_adare.vm import VM
 from pytest_adare.vm_options import VMOptions, option_fields
 
@@ -74,7 +74,8 @@ def launch(
     backend_for(vm_options)  # a backend that cannot honour the options fails here
     manifest = resolve_image(str(image), progress=progress, booted=build_on_disk)
     own_dir = workdir is None
-    root = Path(tempfile.mkdtemp(prefix="adare-vm-")) if workdir is None else Path(workdir)
+    # A run folder: what a SIGKILLed process leaves goes with the next one's first VM.
+    root = make_run_dir("adare-vm-") if workdir is None else Path(workdir)
     root.mkdir(parents=True, exist_ok=True)
     vm = VM(manifest, root, vm_options)
     try:
@@ -84,6 +85,8 @@ def launch(
         vm.close()
         if own_dir and not keep_workdir:
             shutil.rmtree(root, ignore_errors=True)
+        elif own_dir:
+            disown_run_dir(root)  # kept for the user: never reaped
 
 
 class _CallableModule(types.ModuleType):

@@ -25,7 +25,6 @@ import select
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from pytest_adare.errors import AdareError
 from pytest_adare.loop_thread import shared_loop
+from pytest_adare.machine_tools.run_dir import make_run_dir
 from pytest_adare.machine_tools.saved_state import save_machine_state
 from pytest_adare.vm_phases.connect import disconnect, reconnect
 from pytest_adare.warm_start import boot_files
@@ -80,7 +80,8 @@ def hand_over(
     why = cannot_hand_over(vm)
     if why is not None:
         raise HandoverError(f"not kept running: {why}")
-    directory = Path(tempfile.mkdtemp(prefix="adare-kept-"))  # 0700
+    # 0700; the keeper claims it as its own (machine_tools.run_dir), pytest may end first.
+    directory = make_run_dir("adare-kept-")
     try:
         shared_loop().run(_save(vm, directory), timeout=SAVE_TIMEOUT + 30)
         options = asdict(vm.options)

@@ -57,6 +57,7 @@ def keep_handed_over(directory: Path) -> int:
     from pytest_adare.interactive.pause import name_base
     from pytest_adare.interactive.reach import register
     from pytest_adare.loop_thread import shared_loop
+    from pytest_adare.machine_tools.run_dir import claim_run_dir
     from pytest_adare.machine_tools.saved_state import find_state
     from pytest_adare.vm import VM
     from pytest_adare.vm_options import VMOptions
@@ -64,6 +65,7 @@ def keep_handed_over(directory: Path) -> int:
     from pytest_adare.vm_phases.warm import warm_start
 
     try:
+        claim_run_dir(directory)  # it goes with this keeper, not the pytest that made it
         handover = json.loads((directory / HANDOVER).read_text())
         saved = find_state(STATE_KEY, directory)
         if saved is None:

@@ -40,7 +40,6 @@ import json
 import os
 import shutil
 import socket
-import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -110,6 +109,7 @@ from pytest_adare.machine.results import (
 from pytest_adare.machine.spec import MachineSpec
 from pytest_adare.machine_tools.accel import choose_accel
 from pytest_adare.machine_tools.disk_export import export_disk
+from pytest_adare.machine_tools.run_dir import make_run_dir
 
 T = TypeVar("T")
 STATE_POLL = 1.0
@@ -209,7 +209,7 @@ class LibvirtMachine(MachineCore):
     @property
     def socket_dir(self) -> Path:
         if self._socket_dir is None:
-            self._socket_dir = Path(tempfile.mkdtemp(prefix="adare-lv-"))
+            self._socket_dir = make_run_dir("adare-lv-")
         return self._socket_dir
 
     @property

@@ -13,9 +13,7 @@ The VM layer is imported on first use.
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -55,13 +53,14 @@ class LanFactory:
         from pytest_adare.lan.addressing import private_subnet
         from pytest_adare.lan.segment import Lan
         from pytest_adare.machine.registry import backend_for
+        from pytest_adare.machine_tools.run_dir import make_run_dir
 
         options = adare_options(self._request.config)
         index = len(self.lans)
         backend = backend_for(options.session_vm)
         private_subnet(subnet)  # bad input fails before a network is made
         network = None
-        directory = Path(tempfile.mkdtemp(prefix=f"adare-lan{index}-"))  # 0700
+        directory = make_run_dir(f"adare-lan{index}-")  # 0700
         try:
             # A backend with networks of its own makes the segment (libvirt); else the host
             # forwards it between the members' sockets (QEMU).

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from adare_guest.tool_names import GET_STATUS
 from pytest_adare.errors import AdareError, ImageError, InfrastructureError
 from pytest_adare.interactive.registry import SOCKET_PATH_MAX
+from pytest_adare.machine_tools.run_dir import disown_run_dir, make_run_dir
 from pytest_adare.plugin.options import VMRequest
 from pytest_adare.vm_options import READY_TAG, VMOptions
 
@@ -113,12 +114,12 @@ class VMPool:
         self,
         progress: Progress,
         *,
-        workdir_prefix: str = "adare-",
+        workdir_root: Path | None = None,
         vm_factory: VMFactoryFunc | None = None,
     ) -> None:
         self._progress = progress
         self._vm_factory = vm_factory or _new_vm
-        self._prefix = workdir_prefix
+        self._workdir_root = workdir_root
         self._manifests: dict[str, ImageManifest] = {}
         self._vms: dict[tuple[Any, ...], PooledVM] = {}
         self._broken: dict[tuple[Any, ...], str] = {}
@@ -179,7 +180,8 @@ class VMPool:
 
     def _boot(self, request: VMRequest, name: str) -> PooledVM:
         manifest = self.manifest(request)
-        workdir = Path(tempfile.mkdtemp(prefix=f"{self._prefix}{name}-"))
+        # A run folder: what a SIGKILLed pytest leaves goes with the next run's first VM.
+        workdir = make_run_dir(f"adare-{name}-", self._workdir_root)
         vm = self._vm_factory(manifest, workdir, request.options, name)
         started = time.monotonic()
         try:
@@ -290,7 +292,9 @@ class VMPool:
         self._vms = {k: v for k, v in self._vms.items() if v is not pooled}
         hint = keep_hint(pooled) if keep else None
         pooled.vm.close()
-        if not keep:
+        if keep:
+            disown_run_dir(pooled.workdir)  # the user's now: never reaped
+        else:
             shutil.rmtree(pooled.workdir, ignore_errors=True)
         return hint
 

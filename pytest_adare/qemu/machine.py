@@ -23,7 +23,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import tempfile
 import threading
 import weakref
 from collections.abc import Sequence
@@ -60,6 +59,7 @@ from pytest_adare.machine_tools.accel import (
     record_boot_probe,
 )
 from pytest_adare.machine_tools.reaper import spawn
+from pytest_adare.machine_tools.run_dir import make_run_dir
 from pytest_adare.qemu import capture, memory_dump, migration
 from pytest_adare.qemu.argv import AGENT_GUEST_PORT, MachineConfig, build_qemu_argv
 from pytest_adare.qemu.firmware import (
@@ -182,7 +182,7 @@ class Machine(MachineCore):
     def socket_dir(self) -> Path:
         """Where the Unix sockets live (short: socket paths are limited to ~107 bytes)."""
         if self._socket_dir is None:
-            self._socket_dir = Path(tempfile.mkdtemp(prefix=f"adare-{self.name[:16]}-"))
+            self._socket_dir = make_run_dir(f"adare-{self.name[:16]}-")
             # Also removed when the Machine is dropped (or at exit) without shutdown().
             weakref.finalize(self, shutil.rmtree, self._socket_dir, True)
         return self._socket_dir

@@ -29,7 +29,7 @@ def kept_hint(warm: str, tmp_path: Path) -> tuple[str, bool]:
     """Boot a VM as the plugin does, save its ready state, keep it: (hint, started warm)."""
     manifest = image_under_test()
     lines: list[str] = []
-    pool = VMPool(lines.append, workdir_prefix=f"{tmp_path}/")  # kept workdirs go with it
+    pool = VMPool(lines.append, workdir_root=tmp_path)  # kept workdirs go with it
     options = VMOptions(warm="off") if warm == "off" else VMOptions()
     request = VMRequest(str(manifest.path or manifest.disk), options, "snapshot")
     pooled = pool.get(request)

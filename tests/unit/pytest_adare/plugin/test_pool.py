@@ -18,6 +18,7 @@ import pytest
 
 from pytest_adare.errors import AgentDisconnected, SnapshotError, VMTimeout
 from pytest_adare.image.manifest import ImageManifest, write_manifest
+from pytest_adare.machine_tools.run_dir import MARK
 from pytest_adare.plugin.options import VMRequest
 from pytest_adare.plugin.pool import VMBroken, VMPool
 from pytest_adare.vm_options import READY_TAG, VMOptions
@@ -133,7 +134,7 @@ def progress() -> list[str]:
 
 @pytest.fixture
 def pool(factory: Factory, progress: list[str]) -> VMPool:
-    return VMPool(progress.append, workdir_prefix="pool-test-", vm_factory=factory)  # type: ignore[arg-type]
+    return VMPool(progress.append, vm_factory=factory)  # type: ignore[arg-type]
 
 
 def _request(image: str, isolation: str, **options: Any) -> VMRequest:
@@ -354,6 +355,18 @@ def test_release_closes_one_vm_and_the_next_get_boots_another(
     assert not pooled.workdir.exists()
     assert pool.get(request) is not pooled
     assert len(factory.made) == 2
+
+
+def test_a_workdir_is_a_run_folder_and_a_kept_one_is_the_users(
+    pool: VMPool, image: str
+) -> None:
+    # Marked: a SIGKILLed run's workdir goes with the next run's first VM
+    # (machine_tools/run_dir.py); kept for the user, it is never reaped.
+    pooled = pool.get(_request(image, "none"))
+    assert pooled.workdir.name.startswith("adare-vm0-")
+    assert (pooled.workdir / MARK).is_file()
+    pool.release(pooled, keep=True)
+    assert pooled.workdir.is_dir() and not (pooled.workdir / MARK).exists()
 
 
 def test_a_lan_member_runs_under_its_hostname_unique_among_the_running_vms(
