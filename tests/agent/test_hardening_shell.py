@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import secrets
+import shutil
 import signal
 import stat
 from pathlib import Path
@@ -136,12 +137,18 @@ async def test_background_output_without_a_run_dir_goes_to_a_private_new_directo
     first = await client.ok("execute_shell", shell_command="echo one", background=True)
     second = await client.ok("execute_shell", shell_command="echo two", background=True)
     directory = Path(first["stdout_path"]).parent
-    assert first["status"] == "success", first["message"]
-    assert directory != Path("/tmp/adare-background")
-    assert directory.name.startswith("adare-background-")
-    mode = directory.stat()
-    assert stat.S_IMODE(mode.st_mode) == 0o700 and mode.st_uid == os.getuid()
-    assert Path(second["stdout_path"]).parent != directory  # never a shared, guessable place
+    other = Path(second["stdout_path"]).parent
+    try:
+        assert first["status"] == "success", first["message"]
+        assert directory != Path("/tmp/adare-background")
+        assert directory.name.startswith("adare-background-")
+        mode = directory.stat()
+        assert stat.S_IMODE(mode.st_mode) == 0o700 and mode.st_uid == os.getuid()
+        assert other != directory  # never a shared, guessable place
+    finally:  # the host's own temporary directory: leave nothing in it
+        for made in {directory, other}:
+            if made.name.startswith("adare-background-"):
+                shutil.rmtree(made, ignore_errors=True)
 
 
 @pytest.mark.parametrize(
