@@ -35,3 +35,22 @@ def debugfs_cat(disk: Path, path: str, scratch: Path) -> bytes:
         ["debugfs", "-R", f"cat {path}", str(raw_disk(disk, scratch))],
         capture_output=True, check=True,
     ).stdout  # fmt: skip
+
+
+def debugfs_exists(disk: Path, path: str, scratch: Path) -> bool:
+    """Whether ``path`` (any type, a symlink not followed) is inside the qcow2 ``disk``'s ext4."""
+    done = subprocess.run(
+        ["debugfs", "-R", f"stat {path}", str(raw_disk(disk, scratch))],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return "Inode:" in done.stdout
+
+
+def initramfs_stand_in_left(disk: Path, scratch: Path) -> list[str]:
+    """What the build's stand-in for ``update-initramfs`` (image/rootfs.py: a diversion
+    to ``/bin/true`` while packages go in) left in ``disk``: none of it may stay."""
+    diverted = "/usr/sbin/update-initramfs.adare-build"
+    left = [diverted] if debugfs_exists(disk, diverted, scratch) else []
+    if b"update-initramfs" in debugfs_cat(disk, "/var/lib/dpkg/diversions", scratch):
+        left.append("a diversion of update-initramfs in /var/lib/dpkg/diversions")
+    return left

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from image_files import debugfs_exists, initramfs_stand_in_left
 
 from pytest_adare.errors import VMTimeout
 from pytest_adare.file_hash import file_sha256
@@ -53,6 +54,10 @@ def test_console_image_boots_to_a_working_agent(tmp_path: Path) -> None:
     assert report.agent["platform"] == "linux"
     # The run wrote to an overlay only: the base disk is what the manifest recorded.
     assert file_sha256(manifest.disk) == manifest.disk_sha256
+    # The build's stand-in for update-initramfs (no initramfs packed while the packages
+    # go in: image/rootfs.py) is gone, and so is the kernel's initramfs-tools.
+    assert initramfs_stand_in_left(manifest.disk, tmp_path) == []
+    assert not debugfs_exists(manifest.disk, "/usr/sbin/update-initramfs", tmp_path)
 
 
 def test_guest_poweroff_ends_qemu(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from image_files import debugfs_stat
+from image_files import debugfs_cat, debugfs_exists, debugfs_stat, initramfs_stand_in_left
 from unprivileged import OrdinaryUser, ordinary_user
 
 from pytest_adare.image.build_claim import WORK_PREFIX
@@ -69,7 +69,7 @@ def test_the_guest_writes_into_my_folder(guest):
 
 RECIPE = """\
 base = "debian"
-install = ["jq"]
+install = ["jq", "initramfs-tools"]
 provision = ["echo made-by-provision > /etc/adare-rootless"]
 
 [[files]]
@@ -121,6 +121,9 @@ def test_an_ordinary_user_builds_the_console_image_with_roots_files(
     assert debugfs_stat(disk, "/usr/bin/su", tmp_path) == {"uid": 0, "gid": 0, "mode": 0o4755}
     layout = debugfs_stat(disk, "/adare/init/sysinit.sh", tmp_path)
     assert layout == {"uid": 0, "gid": 0, "mode": 0o755}
+    # No initramfs packed in the user namespace either, and the stand-in is gone.
+    assert initramfs_stand_in_left(disk, tmp_path) == []
+    assert not debugfs_exists(disk, "/usr/sbin/update-initramfs", tmp_path)
     # Nothing of the build is left where the user could not delete it.
     leftovers = list(Path(tempfile.gettempdir()).glob(f"{WORK_PREFIX}*"))
     assert not [p for p in leftovers if p.stat().st_uid == rootless_build.user.uid]
@@ -222,6 +225,11 @@ def test_a_recipe_builds_on_the_built_in_base_as_that_user(
     assert debugfs_stat(disk, "/etc/motd", tmp_path) == {"uid": 0, "gid": 0, "mode": 0o640}
     assert debugfs_stat(disk, "/etc/adare-rootless", tmp_path)["uid"] == 0
     assert debugfs_stat(disk, "/usr/bin/jq", tmp_path)["uid"] == 0
+    # A recipe's own initramfs-tools keeps its real update-initramfs once the build's
+    # stand-in (a diversion to /bin/true while packages go in) is taken away.
+    assert initramfs_stand_in_left(disk, tmp_path) == []
+    assert debugfs_stat(disk, "/usr/sbin/update-initramfs", tmp_path)["mode"] == 0o755
+    assert debugfs_cat(disk, "/usr/sbin/update-initramfs", tmp_path).startswith(b"#!/bin/sh")
 
 
 def test_a_shared_cache_the_user_may_only_read_is_used_and_never_built_into(
