@@ -90,8 +90,31 @@ _KERNEL_ONLY_PACKAGES = (
 )
 
 
+# What each of them needs of the others (their Depends in bullseye and bookworm): a
+# recipe that installs one keeps these too, else dpkg refuses the purge and the build fails.
+_KERNEL_ONLY_NEEDS = {
+    "initramfs-tools": ("initramfs-tools-core", "linux-base"),
+    "initramfs-tools-core": ("klibc-utils", "cpio", "udev"),
+    "klibc-utils": ("libklibc",),
+}
+
+
+def kept_kernel_packages(packages: tuple[str, ...]) -> set[str]:
+    """Of the kernel-only packages, those a recipe of ``packages`` keeps: the ones it
+    installs and what they need of the others."""
+    kept = {p for p in packages if p in _KERNEL_ONLY_PACKAGES}
+    todo = list(kept)
+    while todo:
+        for needed in _KERNEL_ONLY_NEEDS.get(todo.pop(), ()):
+            if needed not in kept:
+                kept.add(needed)
+                todo.append(needed)
+    return kept
+
+
 def _purge_kernel_hook(recipe: Recipe) -> str:
-    extra = " ".join(p for p in _KERNEL_ONLY_PACKAGES if p not in recipe.packages)
+    kept = kept_kernel_packages(recipe.packages)
+    extra = " ".join(p for p in _KERNEL_ONLY_PACKAGES if p not in kept)
     return (
         'chroot "$1" sh -c \'dpkg --purge '
         '$(dpkg-query -W -f="\\${Package} " "linux-image-*") ' + extra

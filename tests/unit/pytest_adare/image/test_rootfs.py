@@ -14,7 +14,7 @@ import pytest
 
 from pytest_adare.errors import ImageError
 from pytest_adare.image.build_claim import mounts_inside
-from pytest_adare.image.rootfs import detach_leftover_mounts, tree_size
+from pytest_adare.image.rootfs import detach_leftover_mounts, kept_kernel_packages, tree_size
 from pytest_adare.image.userns import HostRoot
 
 
@@ -59,3 +59,13 @@ def test_a_busy_proc_that_mmdebstrap_left_is_detached_before_the_tree_is_read(
         holder.kill()
         holder.wait()
         subprocess.run(["umount", "-l", str(rootfs / "proc")], capture_output=True, check=False)
+
+
+def test_a_recipe_that_installs_a_kernel_only_package_keeps_what_it_needs() -> None:
+    # dpkg refuses to purge what a kept package depends on: the build failed.
+    everything = {"initramfs-tools", "initramfs-tools-core", "klibc-utils", "libklibc",
+                  "linux-base", "cpio", "udev"}  # fmt: skip
+    assert kept_kernel_packages(("jq", "initramfs-tools")) == everything
+    assert kept_kernel_packages(("klibc-utils",)) == {"klibc-utils", "libklibc"}
+    assert kept_kernel_packages(("udev", "python3")) == {"udev"}
+    assert kept_kernel_packages(("python3",)) == set()
