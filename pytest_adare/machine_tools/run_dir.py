@@ -5,9 +5,12 @@ A process removes its folders when it ends, even without a clean shutdown (a fin
 at exit), but a SIGKILLed pytest (a cancelled CI job, the OOM killer) runs no code: its
 ``/tmp/adare-vm0-*`` stays, with the VM's agent configuration and console log in it.
 So each folder made here holds a mark naming its maker (pid and start time, so a reused
-pid is not taken for the maker), and making a folder first removes every marked folder
-whose maker is gone. Only this user's folders are touched, never through a symlink, and
-never a folder without a valid mark: another user cannot make this one remove anything.
+pid is not taken for the maker; its pid namespace and the boot), and making a folder
+first removes every marked folder whose maker is gone. Only this user's folders are
+touched, never through a symlink, and never a folder without a valid mark: another user
+cannot make this one remove anything. A maker in another pid namespace (a container
+sharing this ``/tmp``) cannot be looked up from here, so its folders stay; a maker of an
+earlier boot is gone.
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ import tempfile
 from pathlib import Path
 
 MARK = ".adare-maker"
-"""The file in a run folder naming its maker: ``PID START`` (START: the process's start
-time, in clock ticks since boot, field 22 of ``/proc/PID/stat``)."""
+"""The file in a run folder naming its maker: ``PID START PIDNS BOOT`` (START: the
+process's start time, in clock ticks since boot, field 22 of ``/proc/PID/stat``; PIDNS:
+the inode of its ``/proc/PID/ns/pid``; BOOT: the kernel's boot id; 0 for what is
+unknown)."""
 
 PREFIX = "adare-"
 """Every run folder's name starts with this (the names of what a VM leaves behind)."""
 
-_MARK_LIMIT = 64  # two numbers; a longer mark is not ours
+_MARK_LIMIT = 128  # three numbers and a boot id; a longer mark is not ours
 _ZOMBIE = -1
 
 
@@ -62,10 +67,28 @@ def disown_run_dir(path: Path) -> None:
 
 
 def _mark(path: Path, name: str) -> None:
-    start = _start_time(os.getpid())
+    pid = os.getpid()
+    start = _start_time(pid)
     fd = os.open(path / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w") as out:
-        out.write(f"{os.getpid()} {start if start is not None else 0}\n")
+        out.write(f"{pid} {start if start is not None and start >= 0 else 0} "
+                  f"{_pid_namespace(pid)} {_boot_id()}\n")  # fmt: skip
+
+
+def _pid_namespace(pid: int) -> int:
+    """The inode of process ``pid``'s pid namespace, 0 if unknown."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def _boot_id() -> str:
+    """The kernel's boot id (a UUID), "0" if unknown."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or "0"
+    except OSError:
+        return "0"
 
 
 def reap_dead_run_dirs(root: Path | None = None) -> list[Path]:
@@ -88,16 +111,16 @@ def reap_dead_run_dirs(root: Path | None = None) -> list[Path]:
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
             continue
         maker = _read_mark(Path(entry.path) / MARK)
-        if maker is None or _runs(*maker):
+        if maker is None or not _gone(maker):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(Path(entry.path))
     return removed
 
 
-def _read_mark(path: Path) -> tuple[int, int] | None:
-    """The mark's pid and start time; None if it is missing, not a regular file of this
-    user, or not two numbers."""
+def _read_mark(path: Path) -> tuple[int, int, int, str] | None:
+    """The mark's pid, start time, pid namespace and boot; None if it is missing, not a
+    regular file of this user, or not what :data:`MARK` says."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -107,11 +130,25 @@ def _read_mark(path: Path) -> tuple[int, int] | None:
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
             return None
         text = handle.read(_MARK_LIMIT + 1)
-    fields = text.split()
-    if len(text) > _MARK_LIMIT or len(fields) != 2 or not all(f.isdigit() for f in fields):
+    fields = text.decode("ascii", "replace").split()
+    if len(text) > _MARK_LIMIT or len(fields) != 4 or not all(f.isdigit() for f in fields[:3]):
         return None
-    pid, start = int(fields[0]), int(fields[1])
-    return (pid, start) if pid > 0 else None
+    pid, start, namespace = (int(f) for f in fields[:3])
+    boot = fields[3]
+    if pid <= 0 or not (boot == "0" or (len(boot) == 36 and set(boot) <= set("0123456789abcdef-"))):
+        return None
+    return pid, start, namespace, boot
+
+
+def _gone(maker: tuple[int, int, int, str]) -> bool:
+    """Whether the maker a mark names no longer runs. Nothing is removed on a doubt."""
+    pid, start, namespace, boot = maker
+    here_boot, here_namespace = _boot_id(), _pid_namespace(os.getpid())
+    if "0" not in (boot, here_boot) and boot != here_boot:
+        return True  # made before the last boot
+    if 0 not in (namespace, here_namespace) and namespace != here_namespace:
+        return False  # another pid namespace: its pids mean nothing here
+    return not _runs(pid, start)
 
 
 def _runs(pid: int, start: int) -> bool:

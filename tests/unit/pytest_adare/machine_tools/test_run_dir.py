@@ -50,6 +50,7 @@ def test_a_killed_makers_folder_goes_when_the_next_is_made(tmp_path: Path) -> No
     assert new.exists() and stat.S_IMODE(new.stat().st_mode) == 0o700
     mark = (new / MARK).read_text().split()
     assert int(mark[0]) == os.getpid() and stat.S_IMODE((new / MARK).stat().st_mode) == 0o600
+    assert [int(mark[2]), mark[3]] == list(_here())  # its pid namespace, this boot
 
 
 def test_a_live_makers_folder_stays(tmp_path: Path) -> None:
@@ -71,12 +72,40 @@ def test_a_live_makers_folder_stays(tmp_path: Path) -> None:
     assert mine.exists()
 
 
+def _marked(tmp_path: Path, name: str, pid: int, start: int, namespace: int, boot: str) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / MARK).write_text(f"{pid} {start} {namespace} {boot}\n")
+    return folder
+
+
+def _here() -> tuple[int, str]:
+    return (os.stat("/proc/self/ns/pid").st_ino,
+            Path("/proc/sys/kernel/random/boot_id").read_text().strip())  # fmt: skip
+
+
 def test_a_reused_pid_is_not_the_maker(tmp_path: Path) -> None:
     # This very process, as if it had been another one with the same pid.
-    folder = tmp_path / "adare-vm0-reused"
-    folder.mkdir()
-    (folder / MARK).write_text(f"{os.getpid()} 1\n")
+    namespace, boot = _here()
+    folder = _marked(tmp_path, "adare-vm0-reused", os.getpid(), 1, namespace, boot)
     assert reap_dead_run_dirs(tmp_path) == [folder]
+
+
+def test_a_maker_of_an_earlier_boot_is_gone_one_in_another_pid_namespace_is_a_doubt(
+    tmp_path: Path,
+) -> None:
+    namespace, boot = _here()
+    mine = (os.getpid(), int(_mark_fields(make_run_dir("adare-vm0-", tmp_path))[1]))
+    earlier = _marked(tmp_path, "adare-vm0-earlier", *mine, namespace,
+                      "00000000-0000-4000-8000-000000000000")  # fmt: skip
+    # A container sharing /tmp: pid 2 there is not this host's pid 2, nor known here.
+    elsewhere = _marked(tmp_path, "adare-vm0-container", 2, 1, namespace + 1, boot)
+    assert reap_dead_run_dirs(tmp_path) == [earlier]
+    assert elsewhere.exists()
+
+
+def _mark_fields(folder: Path) -> list[str]:
+    return (folder / MARK).read_text().split()
 
 
 @pytest.mark.parametrize(
