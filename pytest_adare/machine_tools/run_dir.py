@@ -101,6 +101,7 @@ def reap_dead_run_dirs(root: Path | None = None) -> list[Path]:
     except OSError:
         return removed
     uid = os.getuid()
+    here = (_boot_id(), _pid_namespace(os.getpid()))
     for entry in entries:
         if not entry.name.startswith(PREFIX):
             continue
@@ -111,7 +112,7 @@ def reap_dead_run_dirs(root: Path | None = None) -> list[Path]:
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid:
             continue
         maker = _read_mark(Path(entry.path) / MARK)
-        if maker is None or not _gone(maker):
+        if maker is None or not _gone(maker, *here):
             continue
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(Path(entry.path))
@@ -140,10 +141,10 @@ def _read_mark(path: Path) -> tuple[int, int, int, str] | None:
     return pid, start, namespace, boot
 
 
-def _gone(maker: tuple[int, int, int, str]) -> bool:
-    """Whether the maker a mark names no longer runs. Nothing is removed on a doubt."""
+def _gone(maker: tuple[int, int, int, str], here_boot: str, here_namespace: int) -> bool:
+    """Whether the maker a mark names no longer runs, seen from this boot and pid
+    namespace. Nothing is removed on a doubt."""
     pid, start, namespace, boot = maker
-    here_boot, here_namespace = _boot_id(), _pid_namespace(os.getpid())
     if "0" not in (boot, here_boot) and boot != here_boot:
         return True  # made before the last boot
     if 0 not in (namespace, here_namespace) and namespace != here_namespace:

@@ -53,6 +53,14 @@ def test_a_killed_makers_folder_goes_when_the_next_is_made(tmp_path: Path) -> No
     assert [int(mark[2]), mark[3]] == list(_here())  # its pid namespace, this boot
 
 
+def _end(child: subprocess.Popen[str]) -> None:
+    """Let a child that waits on its stdin end, and close its pipes."""
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.close()
+    child.wait(timeout=30)
+    child.stdout.close()
+
+
 def test_a_live_makers_folder_stays(tmp_path: Path) -> None:
     child = subprocess.Popen([sys.executable, "-c", MAKER, str(tmp_path), "live"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
@@ -63,11 +71,7 @@ def test_a_live_makers_folder_stays(tmp_path: Path) -> None:
         assert reap_dead_run_dirs(tmp_path) == []
         assert theirs.exists() and mine.exists()
     finally:
-        assert child.stdin is not None
-        child.stdin.close()
-        child.wait(timeout=30)
-        assert child.stdout is not None
-        child.stdout.close()
+        _end(child)
     assert reap_dead_run_dirs(tmp_path) == [theirs]  # its maker ended: now it goes
     assert mine.exists()
 
@@ -173,10 +177,6 @@ def test_a_claimed_folder_goes_with_its_claimant_not_its_maker(tmp_path: Path) -
         assert int((made / MARK).read_text().split()[0]) == claimant.pid
         assert sorted(p.name for p in made.iterdir()) == [MARK]  # no staged mark left
     finally:
-        assert claimant.stdin is not None
-        claimant.stdin.close()
-        claimant.wait(timeout=30)
-        assert claimant.stdout is not None
-        claimant.stdout.close()
+        _end(claimant)
     assert reap_dead_run_dirs(tmp_path) == [made]
     claim_run_dir(make_run_dir("adare-kept-", tmp_path))  # claiming one's own: no error
