@@ -124,8 +124,8 @@ def _purge_kernel_hook(recipe: Recipe) -> str:
 
 # Installing the kernel runs update-initramfs twice (the kernel's postinst, then
 # initramfs-tools' trigger): each packs a ~30 MiB initramfs the image never boots
-# (initrd.py makes its own, /boot is dropped), together a quarter of a console image's
-# build (2 x 7 s of 49 s, measured). During the build a diversion puts /bin/true in its
+# (initrd.py makes its own, /boot is dropped), together 15 s of a console image's 65 s
+# (bench/image_build.py). During the build a diversion puts /bin/true in its
 # place, before any package goes in; the purge hook above takes it away again (and
 # renames a recipe's own initramfs-tools back into place).
 _UPDATE_INITRAMFS = "/usr/sbin/update-initramfs"
